@@ -1,0 +1,25 @@
+# Tribunal's front door. `make demo` and `make test` set everything up first, on a fresh machine too.
+.PHONY: setup demo test lint bench up clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	.venv/bin/tribunal demo
+
+up: setup
+	.venv/bin/tribunal up
+
+test: setup
+	.venv/bin/python -m pytest -q -p no:cacheprovider
+
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy services gateway executor
+
+bench: setup
+	.venv/bin/python bench/run.py
+
+clean:
+	rm -rf .venv .tribunal .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The HTTP gateway: the only door into Tribunal."""

@@ -1,0 +1,113 @@
+"""The FastAPI application: routers, error format, body-size limit and per-route metrics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway import errors
+from gateway.errors import problem_response
+from gateway.routes import attempts, executions, jobs, keys, languages, ops, problems
+from services.kernel import queue, telemetry
+from services.kernel.db import dispose_engine, init_engine
+from services.kernel.settings import get_settings
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class BodyLimitMiddleware:
+    """Refuse bodies over the limit with 413 before any route reads them (declared or streamed length)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await self._reject(scope, receive, send)
+                return
+        seen = 0
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, limited_receive, send)
+        except _BodyTooLarge:
+            await self._reject(scope, receive, send)
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = problem_response(
+            413,
+            f"request body is larger than {self.max_bytes} bytes",
+            [{"loc": ["body"], "msg": f"over {self.max_bytes} bytes"}],
+        )
+        await response(scope, receive, send)
+
+
+class MetricsMiddleware:
+    """Count requests and time them by route template (not raw path, so ids do not explode the labels)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def record_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, record_status)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            method = scope.get("method", "GET")
+            telemetry.http_requests.labels(method, template, str(status)).inc()
+            telemetry.http_latency.labels(method, template).observe(time.perf_counter() - started)
+
+
+@asynccontextmanager
+async def _lifespan(_: FastAPI) -> AsyncIterator[None]:
+    init_engine(role="gateway")
+    yield
+    await queue.close_pool()
+    await dispose_engine()
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(
+        title="Tribunal",
+        version="1",
+        summary="Submit programs, get sandboxed verdicts, judge scores and judge-quality reports.",
+        lifespan=_lifespan,
+    )
+    errors.install(app)
+    for module in (keys, problems, attempts, jobs, executions, languages, ops):
+        app.include_router(module.router)
+    app.add_middleware(MetricsMiddleware)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=get_settings().max_body_bytes)
+    return app

@@ -1,0 +1,100 @@
+"""One error format: RFC 9457 problem+json, with `errors: [{loc, msg}]` naming each bad field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_JSON = "application/problem+json"
+
+_TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Payload Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+class ApiError(HTTPException):
+    """An error the API reports on purpose, optionally naming fields."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        errors: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(status_code=status, detail=detail, headers=headers)
+        self.errors = errors or []
+
+
+def field_error(loc: list[str | int], msg: str, status: int = 422) -> ApiError:
+    """An error about one field, e.g. `field_error(["body", "problem_id"], "unknown problem")`."""
+    return ApiError(status, f"{'.'.join(str(p) for p in loc)}: {msg}", [{"loc": loc, "msg": msg}])
+
+
+def problem_response(
+    status: int,
+    detail: str,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": _TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+    }
+    if errors:
+        body["errors"] = errors
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def _validation_errors(exc: RequestValidationError) -> tuple[int, list[dict[str, Any]]]:
+    errors: list[dict[str, Any]] = []
+    status = 422
+    for err in exc.errors():
+        loc = [p for p in err.get("loc", ()) if isinstance(p, str | int)]
+        msg = str(err.get("msg", "invalid"))
+        if err.get("type") == "json_invalid":
+            # Malformed JSON or text that is not UTF-8: the body itself is the bad field.
+            status = 400
+            loc = ["body"]
+            msg = f"body is not valid JSON: {err.get('ctx', {}).get('error', msg)}"
+        errors.append({"loc": loc, "msg": msg})
+    return status, errors
+
+
+def install(app: FastAPI) -> None:
+    """Route every error through problem+json."""
+
+    @app.exception_handler(RequestValidationError)
+    async def _on_validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        status, errors = _validation_errors(exc)
+        named = ", ".join(".".join(str(p) for p in e["loc"]) for e in errors[:5])
+        return problem_response(status, f"invalid request: {named}", errors)
+
+    @app.exception_handler(ApiError)
+    async def _on_api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return problem_response(exc.status_code, str(exc.detail), exc.errors, dict(exc.headers or {}))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return problem_response(exc.status_code, str(exc.detail), None, getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _on_crash(_: Request, exc: Exception) -> JSONResponse:
+        return problem_response(500, f"internal error: {type(exc).__name__}")

@@ -1,0 +1,1 @@
+"""One module per resource: the only place that resource meets HTTP."""

@@ -1,0 +1,156 @@
+"""Attempts: submit one or a batch (202 + job), read one, list with a cursor."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+from sqlalchemy import and_, or_, select
+from sqlalchemy.exc import IntegrityError
+
+from gateway.deps import ReadKey, SessionDep, SubmitKey
+from gateway.errors import field_error
+from gateway.schemas import AttemptAccepted, AttemptIn, AttemptOut, AttemptPage, BatchAccepted, BatchIn
+from gateway.submissions import attempt_view, find_problem, not_found, put_attempt
+from services.kernel import jobs, queue
+from services.kernel.models import Attempt, new_id
+from services.kernel.queue import Task
+
+router = APIRouter(prefix="/v1/attempts", tags=["attempts"])
+
+
+async def _enqueue_all(attempt_ids: list[str]) -> None:
+    # The rows are committed first: if Redis is down now, the reconciler enqueues them later.
+    try:
+        for attempt_id in attempt_ids:
+            await queue.enqueue(Task.EXECUTE_ATTEMPT, attempt_id)
+    except Exception:  # noqa: BLE001 - the database holds the work; the reconciler retries
+        pass
+
+
+@router.post("", status_code=202, response_model=AttemptAccepted)
+async def submit(body: AttemptIn, principal: SubmitKey, session: SessionDep) -> AttemptAccepted:
+    for _ in range(2):
+        job_id = new_id("job")
+        try:
+            attempt, created = await put_attempt(session, principal.tenant, body, job_id, ["body"])
+            if created:
+                jobs.create_job(
+                    session,
+                    tenant=principal.tenant,
+                    kind="execute_attempt",
+                    total=1,
+                    params={"attempt_ids": [attempt.attempt_id]},
+                    job_id=job_id,
+                )
+            await session.commit()
+            break
+        except IntegrityError:
+            # A concurrent request with the same attempt_uid won the race: answer with its ids.
+            await session.rollback()
+    else:
+        raise field_error(["body", "attempt_uid"], "concurrent submissions of this attempt_uid conflict", 409)
+    if created:
+        await _enqueue_all([attempt.attempt_id])
+    return AttemptAccepted(
+        attempt_id=attempt.attempt_id, job_id=attempt.job_id or job_id, status=attempt.status
+    )
+
+
+@router.post(":batch", status_code=202, response_model=BatchAccepted)
+async def submit_batch(body: BatchIn, principal: SubmitKey, session: SessionDep) -> BatchAccepted:
+    job_id = new_id("job")
+    ids: list[str] = []
+    new_ids: list[str] = []
+    seen: dict[str, str] = {}
+    try:
+        for index, item in enumerate(body.attempts):
+            attempt, created = await put_attempt(
+                session, principal.tenant, item, job_id, ["body", "attempts", index]
+            )
+            if created:
+                new_ids.append(attempt.attempt_id)
+            if item.attempt_uid is not None:
+                seen[item.attempt_uid] = attempt.attempt_id
+            ids.append(attempt.attempt_id)
+        job = jobs.create_job(
+            session,
+            tenant=principal.tenant,
+            kind="execute_batch",
+            total=len(new_ids),
+            params={"attempt_ids": ids},
+            job_id=job_id,
+        )
+        if not new_ids:
+            job.status, job.finished_at = "succeeded", job.created_at
+        await session.commit()
+    except IntegrityError:
+        await session.rollback()
+        raise field_error(
+            ["body", "attempts"], "a concurrent submission used the same attempt_uid; retry", 409
+        ) from None
+    await _enqueue_all(new_ids)
+    return BatchAccepted(job_id=job_id, attempt_ids=ids)
+
+
+@router.get("/{attempt_id}", response_model=AttemptOut)
+async def get(attempt_id: str, principal: ReadKey, session: SessionDep) -> dict[str, Any]:
+    attempt = await session.get(Attempt, attempt_id)
+    if attempt is None or attempt.tenant != principal.tenant:
+        raise not_found("attempt", attempt_id)
+    return await attempt_view(session, attempt)
+
+
+def _encode_cursor(attempt: Attempt) -> str:
+    raw = json.dumps([attempt.created_at.isoformat(), attempt.attempt_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        created, attempt_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(created), str(attempt_id)
+    except (ValueError, TypeError) as exc:
+        raise field_error(["query", "cursor"], "not a cursor this API returned", 400) from exc
+
+
+@router.get("", response_model=AttemptPage)
+async def list_attempts(
+    principal: ReadKey,
+    session: SessionDep,
+    problem_id: str | None = None,
+    participant: str | None = None,
+    status: Annotated[str | None, Query(pattern="^(queued|running|done|failed)$")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: str | None = None,
+) -> dict[str, Any] | JSONResponse:
+    query = select(Attempt).where(Attempt.tenant == principal.tenant)
+    if problem_id is not None:
+        problem = await find_problem(session, principal.tenant, problem_id)
+        if problem is None:
+            return {"items": [], "next_cursor": None}
+        query = query.where(Attempt.problem_pk == problem.id)
+    if participant is not None:
+        query = query.where(Attempt.participant == participant)
+    if status is not None:
+        query = query.where(Attempt.status == status)
+    if cursor:
+        created, last_id = _decode_cursor(cursor)
+        query = query.where(
+            or_(
+                Attempt.created_at > created,
+                and_(Attempt.created_at == created, Attempt.attempt_id > last_id),
+            )
+        )
+    rows = (
+        await session.scalars(query.order_by(Attempt.created_at, Attempt.attempt_id).limit(limit + 1))
+    ).all()
+    page = rows[:limit]
+    return {
+        "items": [await attempt_view(session, row) for row in page],
+        "next_cursor": _encode_cursor(page[-1]) if len(rows) > limit else None,
+    }

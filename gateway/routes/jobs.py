@@ -1,0 +1,42 @@
+"""Jobs: poll progress, cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from sqlalchemy import update
+
+from gateway.deps import ReadKey, SessionDep, SubmitKey
+from gateway.submissions import not_found
+from services.kernel import jobs
+from services.kernel.models import Attempt, Job, utcnow
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+async def _own_job(session: SessionDep, job_id: str, tenant: str) -> Job:
+    job = await jobs.get_job(session, job_id)
+    if job is None or job.tenant != tenant:
+        raise not_found("job", job_id)
+    return job
+
+
+@router.get("/{job_id}", response_model=dict[str, Any])
+async def get(job_id: str, principal: ReadKey, session: SessionDep) -> dict[str, Any]:
+    return jobs.job_view(await _own_job(session, job_id, principal.tenant))
+
+
+@router.delete("/{job_id}", response_model=dict[str, Any])
+async def cancel(job_id: str, principal: SubmitKey, session: SessionDep) -> dict[str, Any]:
+    """Cancel a live job; work not yet started is dropped, work already done stays. A finished job is unchanged."""
+    await _own_job(session, job_id, principal.tenant)
+    if await jobs.finish(session, job_id, "cancelled", error="cancelled by the client"):
+        await session.execute(
+            update(Attempt)
+            .where(Attempt.job_id == job_id, Attempt.status == "queued")
+            .values(status="failed", finished_at=utcnow())
+        )
+    await session.commit()
+    session.expire_all()
+    return jobs.job_view(await _own_job(session, job_id, principal.tenant))

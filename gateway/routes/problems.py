@@ -1,0 +1,32 @@
+"""Problems: statement, tests, checker, limits. Idempotent by `problem_id` within a tenant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from gateway.deps import ReadKey, SessionDep, SubmitKey
+from gateway.schemas import ProblemIn, ProblemOut
+from gateway.submissions import find_problem, not_found, problem_view, put_problem
+
+router = APIRouter(prefix="/v1/problems", tags=["problems"])
+
+
+@router.post("", status_code=201, response_model=ProblemOut)
+async def create(
+    body: ProblemIn, principal: SubmitKey, session: SessionDep, response: Response
+) -> dict[str, Any]:
+    problem, created = await put_problem(session, principal.tenant, body, ["body"])
+    await session.commit()
+    if not created:
+        response.status_code = 200
+    return problem_view(problem)
+
+
+@router.get("/{problem_id:path}", response_model=ProblemOut)
+async def get(problem_id: str, principal: ReadKey, session: SessionDep) -> dict[str, Any]:
+    problem = await find_problem(session, principal.tenant, problem_id)
+    if problem is None:
+        raise not_found("problem", problem_id)
+    return problem_view(problem)

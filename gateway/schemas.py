@@ -1,0 +1,309 @@
+"""Request and response bodies of the public API (api.md); limits that depend on settings are checked here."""
+
+from __future__ import annotations
+
+import keyword
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from services.kernel.keys import Scope
+from services.kernel.languages import LanguageId
+from services.kernel.settings import get_settings
+
+Verdict = Literal["AC", "WA", "TLE", "MLE", "OLE", "RE", "CE", "IE"]
+Condition = Literal["blind", "prefix12k", "nonblind"]
+
+
+def _check_source_size(value: str) -> str:
+    limit = get_settings().max_source_bytes
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise ValueError(f"source is {size} bytes; the limit is {limit}")
+    if not value.strip():
+        raise ValueError("source is empty")
+    return value
+
+
+class _In(BaseModel):
+    # Unknown fields are ignored so that clients written against a later minor version keep working.
+    model_config = ConfigDict(extra="ignore")
+
+
+# ---- keys -------------------------------------------------------------------------------------------------
+
+
+class KeyCreate(_In):
+    tenant: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    scopes: list[Scope] = Field(min_length=1)
+    name: str = Field(default="", max_length=200)
+
+
+class KeyCreated(BaseModel):
+    key_id: str
+    key: str
+    tenant: str
+    scopes: list[str]
+    name: str
+
+
+class KeyInfo(BaseModel):
+    key_id: str
+    tenant: str
+    scopes: list[str]
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+# ---- problems ---------------------------------------------------------------------------------------------
+
+
+class CheckerIn(_In):
+    kind: Literal["exact", "lines", "tokens", "float"] = "tokens"
+    abs_tol: float = Field(default=1e-6, ge=0)
+    rel_tol: float = Field(default=1e-6, ge=0)
+
+
+class LimitsIn(_In):
+    cpu_time_s: float = Field(default=2, gt=0, le=60)
+    wall_time_s: float = Field(default=5, gt=0, le=120)
+    memory_mb: int = Field(default=256, ge=16, le=4096)
+    output_kb: int = Field(default=1024, ge=1, le=65536)
+    processes: int = Field(default=32, ge=1, le=512)
+
+
+class TestIn(_In):
+    input: str | list[Any] | None = None
+    expected: Any = None
+    code: str | None = Field(default=None, max_length=1_000_000)
+    public: bool = False
+
+
+class ReferenceIn(_In):
+    language: LanguageId
+    source_code: str
+
+    _size = field_validator("source_code")(_check_source_size)
+
+
+def _identifier(value: str | None) -> str | None:
+    if value is not None and (not value.isidentifier() or keyword.iskeyword(value)):
+        raise ValueError("must be a Python identifier")
+    return value
+
+
+def _check_tests_fit_mode(mode: str, tests: list[TestIn]) -> None:
+    """Function-mode tests are argument lists or test code; stdio tests are text in, text out."""
+    errors: list[str] = []
+    for index, test in enumerate(tests):
+        if mode == "function":
+            if test.code is None and not isinstance(test.input, list):
+                errors.append(f"tests[{index}]: function mode needs `code` or `input` as a list of arguments")
+        else:
+            if test.code is not None:
+                errors.append(f"tests[{index}].code: test code is only for function mode")
+            if isinstance(test.input, list):
+                errors.append(f"tests[{index}].input: stdin must be a string in stdio mode")
+            if test.expected is not None and not isinstance(test.expected, str):
+                errors.append(f"tests[{index}].expected: expected output must be a string in stdio mode")
+    if errors:
+        raise ValueError("; ".join(errors))
+
+
+class ProblemIn(_In):
+    problem_id: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][\w.:/-]*$"
+    )
+    title: str = Field(default="", max_length=1000)
+    statement: str = Field(min_length=1, max_length=1_000_000)
+    mode: Literal["stdio", "function"] = "stdio"
+    entry_point: str | None = None
+    tests: list[TestIn] = Field(default_factory=list)
+    checker: CheckerIn = Field(default_factory=CheckerIn)
+    limits: LimitsIn = Field(default_factory=LimitsIn)
+    references: list[ReferenceIn] = Field(default_factory=list)
+    input_spec: dict[str, Any] | None = None
+
+    _entry = field_validator("entry_point")(_identifier)
+
+    @field_validator("tests")
+    @classmethod
+    def _tests_within_limit(cls, tests: list[TestIn]) -> list[TestIn]:
+        limit = get_settings().max_tests_per_problem
+        if len(tests) > limit:
+            raise ValueError(f"{len(tests)} tests; the limit is {limit} per problem")
+        return tests
+
+    @model_validator(mode="after")
+    def _tests_fit_mode(self) -> ProblemIn:
+        if self.mode == "function" and not self.entry_point:
+            raise ValueError("entry_point is required in function mode")
+        _check_tests_fit_mode(self.mode, self.tests)
+        return self
+
+
+class ProblemOut(BaseModel):
+    problem_id: str
+    title: str
+    statement: str
+    mode: str
+    entry_point: str | None
+    tests: list[dict[str, Any]]
+    checker: dict[str, Any]
+    limits: dict[str, Any]
+    references: list[dict[str, Any]]
+    input_spec: dict[str, Any] | None
+    created_at: datetime
+
+
+# ---- attempts ---------------------------------------------------------------------------------------------
+
+
+class LabelIn(_In):
+    verdict: Verdict | None = None
+    score: float | None = None
+
+
+class AttemptIn(_In):
+    attempt_uid: str | None = Field(default=None, min_length=1, max_length=200)
+    problem_id: str | None = Field(default=None, min_length=1, max_length=200)
+    problem: ProblemIn | None = None
+    language: LanguageId
+    source_code: str
+    participant: str | None = Field(default=None, max_length=200)
+    turn: int | None = Field(default=None, ge=0)
+    submitted_at: datetime | None = None
+    context: str | None = Field(default=None, max_length=2_000_000)
+    judges: list[str] | None = None
+    conditions: list[Condition] | None = None
+    repeats: int = Field(default=1, ge=1, le=100)
+    label: LabelIn | None = None
+
+    _size = field_validator("source_code")(_check_source_size)
+
+    @model_validator(mode="after")
+    def _one_problem(self) -> AttemptIn:
+        if (self.problem_id is None) == (self.problem is None):
+            raise ValueError("give exactly one of problem_id and problem")
+        return self
+
+
+class AttemptAccepted(BaseModel):
+    attempt_id: str
+    job_id: str
+    status: str
+
+
+class BatchIn(_In):
+    attempts: list[AttemptIn] = Field(min_length=1)
+
+    @field_validator("attempts")
+    @classmethod
+    def _batch_within_limit(cls, attempts: list[AttemptIn]) -> list[AttemptIn]:
+        limit = get_settings().max_batch_size
+        if len(attempts) > limit:
+            raise ValueError(f"{len(attempts)} attempts; the limit is {limit} per batch")
+        return attempts
+
+
+class BatchAccepted(BaseModel):
+    job_id: str
+    attempt_ids: list[str]
+
+
+class TestResultOut(BaseModel):
+    index: int
+    status: str
+    time_ms: int
+    memory_kb: int
+    public: bool
+
+
+class AttemptOut(BaseModel):
+    attempt_id: str
+    attempt_uid: str | None
+    problem_id: str
+    language: str
+    status: str
+    verdict: str | None
+    passed: int | None
+    total: int | None
+    compile_output: str | None
+    tests: list[TestResultOut]
+    judgments: list[dict[str, Any]]
+    panel: dict[str, Any] | None
+    participant: str | None
+    turn: int | None
+    submitted_at: datetime | None
+    parent_attempt_id: str | None
+    operator: str | None
+    job_id: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class AttemptPage(BaseModel):
+    items: list[AttemptOut]
+    next_cursor: str | None
+
+
+# ---- jobs and direct executions ---------------------------------------------------------------------------
+
+
+class JobOut(BaseModel):
+    job_id: str
+    kind: str
+    status: str
+    progress: dict[str, int]
+    error: str | None
+    result: dict[str, Any] | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class ExecutionIn(_In):
+    language: LanguageId
+    source_code: str
+    stdin: str | None = None
+    tests: list[TestIn] | None = None
+    mode: Literal["stdio", "function"] = "stdio"
+    entry_point: str | None = None
+    checker: CheckerIn = Field(default_factory=CheckerIn)
+    limits: LimitsIn = Field(default_factory=LimitsIn)
+    wait: bool = False
+
+    _size = field_validator("source_code")(_check_source_size)
+    _entry = field_validator("entry_point")(_identifier)
+
+    @field_validator("stdin")
+    @classmethod
+    def _stdin_size(cls, value: str | None) -> str | None:
+        limit = get_settings().max_stdin_bytes
+        if value is not None and len(value.encode("utf-8", "surrogatepass")) > limit:
+            raise ValueError(f"stdin is larger than {limit} bytes")
+        return value
+
+    @model_validator(mode="after")
+    def _stdin_or_tests(self) -> ExecutionIn:
+        if self.stdin is not None and self.tests is not None:
+            raise ValueError("give stdin or tests, not both")
+        if self.tests is not None and len(self.tests) > get_settings().max_tests_per_problem:
+            raise ValueError(f"too many tests; the limit is {get_settings().max_tests_per_problem}")
+        if self.mode == "function":
+            if self.language != "python":
+                raise ValueError("function mode is Python-only")
+            if not self.entry_point and any(t.code is None for t in self.tests or []):
+                raise ValueError("entry_point is required in function mode")
+        _check_tests_fit_mode(self.mode, self.tests or [])
+        return self
+
+
+class LanguageOut(BaseModel):
+    id: str
+    name: str
+    version: str | None = None
+    compiler: str | None = None
+    runtime: str | None = None

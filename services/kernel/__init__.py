@@ -1,0 +1,1 @@
+"""The shared kernel: settings, database, models, queue facade, telemetry, embedded Redis."""

@@ -1,0 +1,119 @@
+"""Job state in the database: queued -> running -> succeeded | failed | cancelled, with progress counts.
+
+Every transition is a conditional UPDATE, so a retried or duplicated worker can never move a job backwards
+or count the same unit of work twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from services.kernel import telemetry
+from services.kernel.models import TERMINAL_JOB_STATUSES, Job, new_id, utcnow
+
+
+def create_job(
+    session: AsyncSession,
+    *,
+    tenant: str,
+    kind: str,
+    total: int,
+    params: dict[str, Any] | None = None,
+    job_id: str | None = None,
+) -> Job:
+    """Add a queued job to the session (the caller commits it together with the work it describes)."""
+    job = Job(
+        job_id=job_id or new_id("job"),
+        tenant=tenant,
+        kind=kind,
+        status="queued",
+        progress_total=total,
+        params=params,
+    )
+    session.add(job)
+    telemetry.jobs.labels(kind, "queued").inc()
+    return job
+
+
+async def get_job(session: AsyncSession, job_id: str) -> Job | None:
+    return await session.get(Job, job_id)
+
+
+async def mark_running(session: AsyncSession, job_id: str) -> bool:
+    """queued -> running; True if this call made the move. Counts the try either way."""
+    result = await session.execute(
+        update(Job)
+        .where(Job.job_id == job_id, Job.status == "queued")
+        .values(status="running", started_at=utcnow(), tries=Job.tries + 1)
+    )
+    moved = result.rowcount > 0  # type: ignore[attr-defined]
+    if moved:
+        kind = await session.scalar(select(Job.kind).where(Job.job_id == job_id))
+        telemetry.jobs.labels(kind or "unknown", "running").inc()
+    else:
+        await session.execute(
+            update(Job).where(Job.job_id == job_id, Job.status == "running").values(tries=Job.tries + 1)
+        )
+    return moved
+
+
+async def add_progress(session: AsyncSession, job_id: str, done: int = 1) -> None:
+    """Count finished units; the job succeeds when the last one lands. Callers count each unit once."""
+    await session.execute(
+        update(Job).where(Job.job_id == job_id).values(progress_done=Job.progress_done + done)
+    )
+    result = await session.execute(
+        update(Job)
+        .where(
+            Job.job_id == job_id,
+            Job.status.in_(("queued", "running")),
+            Job.progress_done >= Job.progress_total,
+        )
+        .values(status="succeeded", finished_at=utcnow())
+    )
+    if result.rowcount:  # type: ignore[attr-defined]
+        kind = await session.scalar(select(Job.kind).where(Job.job_id == job_id))
+        telemetry.jobs.labels(kind or "unknown", "succeeded").inc()
+
+
+async def finish(
+    session: AsyncSession,
+    job_id: str,
+    status: str,
+    *,
+    result: dict[str, Any] | None = None,
+    error: str | None = None,
+) -> bool:
+    """Move a live job to a terminal status; a job already terminal stays as it is (False)."""
+    assert status in TERMINAL_JOB_STATUSES
+    values: dict[str, Any] = {"status": status, "finished_at": utcnow(), "error": error}
+    if result is not None:
+        values["result"] = result
+    if status == "succeeded":
+        values["progress_done"] = Job.progress_total
+    res = await session.execute(
+        update(Job).where(Job.job_id == job_id, Job.status.in_(("queued", "running"))).values(**values)
+    )
+    moved = bool(res.rowcount)  # type: ignore[attr-defined]
+    if moved:
+        kind = await session.scalar(select(Job.kind).where(Job.job_id == job_id))
+        telemetry.jobs.labels(kind or "unknown", status).inc()
+    return moved
+
+
+def job_view(job: Job) -> dict[str, Any]:
+    """The public JSON shape of a job (api.md)."""
+    return {
+        "job_id": job.job_id,
+        "kind": job.kind,
+        "status": job.status,
+        "progress": {"done": job.progress_done, "total": job.progress_total},
+        "error": job.error,
+        "result": job.result,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+    }

@@ -1,0 +1,57 @@
+"""API keys: created once, shown once, stored only as a SHA-256 hash."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from pathlib import Path
+from typing import Literal
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from services.kernel.models import ApiKey, new_id
+
+Scope = Literal["submit", "read", "admin"]
+SCOPES: tuple[Scope, ...] = ("submit", "read", "admin")
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+async def create_key(
+    session: AsyncSession, *, tenant: str, scopes: list[str], name: str = ""
+) -> tuple[ApiKey, str]:
+    """Add a key to the session; returns the row and the plaintext key (never stored)."""
+    plaintext = "trb_" + secrets.token_urlsafe(32)
+    row = ApiKey(
+        key_id=new_id("key"),
+        key_hash=hash_key(plaintext),
+        tenant=tenant,
+        name=name,
+        scopes=sorted(set(scopes)),
+    )
+    session.add(row)
+    await session.flush()
+    return row, plaintext
+
+
+async def find_key(session: AsyncSession, plaintext: str) -> ApiKey | None:
+    row = await session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_key(plaintext)))
+    if row is None or row.revoked_at is not None:
+        return None
+    return row
+
+
+async def ensure_admin_key(session: AsyncSession, path: Path) -> bool:
+    """On first start, create an admin key and write it to `path` (mode 0600). True if one was made."""
+    if path.exists():
+        return False
+    _, plaintext = await create_key(session, tenant="admin", scopes=list(SCOPES), name="bootstrap admin")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(plaintext + "\n")
+    return True

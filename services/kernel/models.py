@@ -1,0 +1,205 @@
+"""ORM models of the attempt-keyed database. The schema changes only through Alembic revisions."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id(prefix: str) -> str:
+    """An opaque, URL-safe id with a readable prefix (e.g. `att_3fa9...`)."""
+    return f"{prefix}_{secrets.token_hex(10)}"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timestamps stored in UTC and always read back timezone-aware (SQLite drops the zone otherwise)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC) if value is not None else None
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: UTCDateTime()}
+
+
+class ApiKey(Base):
+    """A bearer key, stored only as its SHA-256; `scopes` is a subset of submit/read/admin."""
+
+    __tablename__ = "api_key"
+
+    key_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    tenant: Mapped[str] = mapped_column(String(100), index=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    scopes: Mapped[list[Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Problem(Base):
+    """A task with its tests; `problem_id` is the client's natural key, unique per tenant."""
+
+    __tablename__ = "problem"
+    __table_args__ = (UniqueConstraint("tenant", "problem_id", name="uq_problem_tenant_problem_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(100))
+    problem_id: Mapped[str] = mapped_column(String(200))
+    title: Mapped[str] = mapped_column(Text, default="")
+    statement: Mapped[str] = mapped_column(Text)
+    mode: Mapped[str] = mapped_column(String(16), default="stdio")
+    entry_point: Mapped[str | None] = mapped_column(String(200), default=None)
+    tests: Mapped[list[Any]] = mapped_column(JSON)
+    checker: Mapped[dict[str, Any]] = mapped_column(JSON)
+    limits: Mapped[dict[str, Any]] = mapped_column(JSON)
+    references: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    input_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Attempt(Base):
+    """A submitted program. Trajectory = participant x problem; mutants point at their parent."""
+
+    __tablename__ = "attempt"
+    __table_args__ = (
+        UniqueConstraint("tenant", "attempt_uid", name="uq_attempt_tenant_uid"),
+        Index("ix_attempt_tenant_problem", "tenant", "problem_pk"),
+        Index("ix_attempt_tenant_participant", "tenant", "participant"),
+        Index("ix_attempt_tenant_created", "tenant", "created_at", "attempt_id"),
+    )
+
+    attempt_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    attempt_uid: Mapped[str | None] = mapped_column(String(200), default=None)
+    tenant: Mapped[str] = mapped_column(String(100))
+    problem_pk: Mapped[int] = mapped_column(ForeignKey("problem.id"))
+    language: Mapped[str] = mapped_column(String(16))
+    source_code: Mapped[str] = mapped_column(Text)
+    source_hash: Mapped[str] = mapped_column(String(64))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    participant: Mapped[str | None] = mapped_column(String(200), default=None)
+    turn: Mapped[int | None] = mapped_column(Integer, default=None)
+    submitted_at: Mapped[datetime | None] = mapped_column(default=None)
+    context: Mapped[str | None] = mapped_column(Text, default=None)
+    label: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    judges: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    conditions: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    repeats: Mapped[int] = mapped_column(Integer, default=1)
+    # Perturbation provenance: a mutant is an attempt with a parent and the operator that made it.
+    parent_attempt_id: Mapped[str | None] = mapped_column(ForeignKey("attempt.attempt_id"), default=None)
+    operator: Mapped[str | None] = mapped_column(String(100), default=None)
+    arm: Mapped[str | None] = mapped_column(String(16), default=None)
+    severity: Mapped[float | None] = mapped_column(Float, default=None)
+    guard_context: Mapped[bool | None] = mapped_column(Boolean, default=None)
+    job_id: Mapped[str | None] = mapped_column(String(40), default=None, index=True)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    verdict: Mapped[str | None] = mapped_column(String(4), default=None)
+    passed: Mapped[int | None] = mapped_column(Integer, default=None)
+    total: Mapped[int | None] = mapped_column(Integer, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Execution(Base):
+    """One row per attempt and run; a retried run overwrites its row (upsert on attempt_id, run)."""
+
+    __tablename__ = "execution"
+    __table_args__ = (UniqueConstraint("attempt_id", "run", name="uq_execution_attempt_run"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    attempt_id: Mapped[str] = mapped_column(ForeignKey("attempt.attempt_id", ondelete="CASCADE"))
+    run: Mapped[int] = mapped_column(Integer, default=0)
+    verdict: Mapped[str] = mapped_column(String(4))
+    passed: Mapped[int] = mapped_column(Integer)
+    total: Mapped[int] = mapped_column(Integer)
+    compile_output: Mapped[str] = mapped_column(Text, default="")
+    tests: Mapped[list[Any]] = mapped_column(JSON)
+    toolchain: Mapped[str] = mapped_column(String(200), default="")
+    build_cached: Mapped[bool] = mapped_column(Boolean, default=False)
+    duration_ms: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Judgment(Base):
+    """Exactly one row per (attempt, judge, condition, repeat), upserted; failure is a state, not a score."""
+
+    __tablename__ = "judgment"
+    __table_args__ = (UniqueConstraint("attempt_id", "judge", "condition", "repeat", name="uq_judgment_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    attempt_id: Mapped[str] = mapped_column(ForeignKey("attempt.attempt_id", ondelete="CASCADE"), index=True)
+    judge: Mapped[str] = mapped_column(String(100))
+    condition: Mapped[str] = mapped_column(String(16))
+    repeat: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(8))
+    rubric: Mapped[str] = mapped_column(String(40), default="")
+    prompt_version: Mapped[str] = mapped_column(String(40), default="")
+    fields: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    p_ac: Mapped[float | None] = mapped_column(Float, default=None)
+    score: Mapped[float | None] = mapped_column(Float, default=None)
+    raw_response: Mapped[str | None] = mapped_column(Text, default=None)
+    requested_model: Mapped[str | None] = mapped_column(String(200), default=None)
+    served_model: Mapped[str | None] = mapped_column(String(200), default=None)
+    provenance: Mapped[str | None] = mapped_column(String(16), default=None)
+    tries: Mapped[int] = mapped_column(Integer, default=0)
+    latency_ms: Mapped[int | None] = mapped_column(Integer, default=None)
+    tokens_in: Mapped[int | None] = mapped_column(Integer, default=None)
+    tokens_out: Mapped[int | None] = mapped_column(Integer, default=None)
+    request_hash: Mapped[str | None] = mapped_column(String(64), default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
+class Job(Base):
+    """Long work. The database, not Redis, is the truth of a job's state."""
+
+    __tablename__ = "job"
+    __table_args__ = (Index("ix_job_status_created", "status", "created_at"),)
+
+    job_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(100), index=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    progress_done: Mapped[int] = mapped_column(Integer, default=0)
+    progress_total: Mapped[int] = mapped_column(Integer, default=0)
+    params: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    tries: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+TERMINAL_JOB_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
