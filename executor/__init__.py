@@ -1,0 +1,1 @@
+"""Sandboxed compile-and-run of submitted programs (nsjail): languages, checkers, build cache, verdicts."""
