@@ -60,8 +60,15 @@ async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
             return
         problem = await session.get(Problem, attempt.problem_pk)
         assert problem is not None
-        attempt.status = "running"
         job_id = attempt.job_id
+        # Conditional, so a cancel that landed since the read wins. Lock order everywhere: attempt, then job.
+        claimed = await session.execute(
+            update(Attempt)
+            .where(Attempt.attempt_id == attempt_id, Attempt.status.in_(("queued", "running")))
+            .values(status="running")
+        )
+        if not claimed.rowcount:  # type: ignore[attr-defined]
+            return
         if job is not None:
             await jobs.mark_running(session, job.job_id)
         request = dict(language=attempt.language, source_code=attempt.source_code, tests=_tests(problem.tests),

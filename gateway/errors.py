@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_JSON = "application/problem+json"
+_FASTAPI_BODY_PARSE_ERROR = "There was an error parsing the body"
 
 _TITLES = {
     400: "Bad Request",
@@ -93,6 +94,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == _FASTAPI_BODY_PARSE_ERROR:
+            # FastAPI's words for a body it could not decode at all (e.g. bytes that are not UTF-8).
+            return problem_response(400, "body is not UTF-8 JSON", [{"loc": ["body"], "msg": "not UTF-8 JSON"}])
         return problem_response(exc.status_code, str(exc.detail), None, getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)

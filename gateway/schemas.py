@@ -113,9 +113,7 @@ def _check_tests_fit_mode(mode: str, tests: list[TestIn]) -> None:
 
 
 class ProblemIn(_In):
-    problem_id: str | None = Field(
-        default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][\w.:/-]*$"
-    )
+    problem_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][\w.:/-]*$")
     title: str = Field(default="", max_length=1000)
     statement: str = Field(min_length=1, max_length=1_000_000)
     mode: Literal["stdio", "function"] = "stdio"

@@ -25,9 +25,7 @@ def source_hash(source_code: str) -> str:
 
 
 async def find_problem(session: AsyncSession, tenant: str, problem_id: str) -> Problem | None:
-    return await session.scalar(
-        select(Problem).where(Problem.tenant == tenant, Problem.problem_id == problem_id)
-    )
+    return await session.scalar(select(Problem).where(Problem.tenant == tenant, Problem.problem_id == problem_id))
 
 
 async def put_problem(
@@ -40,9 +38,7 @@ async def put_problem(
     existing = await find_problem(session, tenant, problem_id)
     if existing is not None:
         if existing.content_hash != digest:
-            raise field_error(
-                [*loc, "problem_id"], f"problem {problem_id!r} exists with different content", 409
-            )
+            raise field_error([*loc, "problem_id"], f"problem {problem_id!r} exists with different content", 409)
         return existing, False
     problem = Problem(
         tenant=tenant,

@@ -104,17 +104,13 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
         init_engine(role="cli")
         try:
             async with session_scope() as session:
-                row, plaintext = await create_key(
-                    session, tenant=args.tenant, scopes=args.scopes, name=args.name
-                )
+                row, plaintext = await create_key(session, tenant=args.tenant, scopes=args.scopes, name=args.name)
                 return row.key_id, plaintext
         finally:
             await dispose_engine()
 
     key_id, plaintext = asyncio.run(run())
-    print(
-        json.dumps({"key_id": key_id, "key": plaintext, "tenant": args.tenant, "scopes": sorted(args.scopes)})
-    )
+    print(json.dumps({"key_id": key_id, "key": plaintext, "tenant": args.tenant, "scopes": sorted(args.scopes)}))
     return 0
 
 
@@ -125,9 +121,7 @@ def client_from(args: argparse.Namespace) -> httpx.Client:
     if not key:
         key_file = _data_dir(args) / "admin.key"
         if not key_file.exists():
-            raise SystemExit(
-                f"no API key: pass --key, set TRIBUNAL_API_KEY, or start `tribunal up` ({key_file})"
-            )
+            raise SystemExit(f"no API key: pass --key, set TRIBUNAL_API_KEY, or start `tribunal up` ({key_file})")
         key = key_file.read_text().strip()
     return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
 
@@ -204,9 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys_command", required=True)
     create = keys.add_parser("create", help="create a key and print it once")
     create.add_argument("--tenant", required=True)
-    create.add_argument(
-        "--scopes", nargs="+", default=["submit", "read"], choices=["submit", "read", "admin"]
-    )
+    create.add_argument("--scopes", nargs="+", default=["submit", "read"], choices=["submit", "read", "admin"])
     create.add_argument("--name", default="")
     create.add_argument("--data-dir", type=Path)
     create.set_defaults(func=cmd_keys_create)
@@ -216,9 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--key", help="API key (default $TRIBUNAL_API_KEY or <data-dir>/admin.key)")
         p.add_argument("--data-dir", type=Path)
 
-    problems = sub.add_parser("problems", help="problems").add_subparsers(
-        dest="problems_command", required=True
-    )
+    problems = sub.add_parser("problems", help="problems").add_subparsers(dest="problems_command", required=True)
     add = problems.add_parser("add", help="create a problem from a JSON file (api.md's body)")
     add.add_argument("file")
     client_args(add)
@@ -232,9 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     client_args(submit)
     submit.set_defaults(func=cmd_submit)
 
-    demo = sub.add_parser(
-        "demo", help="HumanEval end to end: canonical solutions and wrong variants, then a table"
-    )
+    demo = sub.add_parser("demo", help="HumanEval end to end: canonical solutions and wrong variants, then a table")
     demo.add_argument("--data-dir", type=Path, default=None)
     demo.add_argument("--limit", type=int, default=None, help="only the first N problems")
     demo.add_argument("--keep", action="store_true", help="keep the data dir afterwards")

@@ -51,9 +51,7 @@ class Variant:
         if self.name == "endless_loop":
             return source + wrap + "    while True:\n        pass\n"
         if self.name == "memory_bomb":
-            return (
-                source + wrap + "    hoard = []\n    while True:\n        hoard.append(bytearray(1 << 24))\n"
-            )
+            return source + wrap + "    hoard = []\n    while True:\n        hoard.append(bytearray(1 << 24))\n"
         if self.name == "syntax_error":
             return source + "\n\ndef broken(:\n    pass\n"
         raise ValueError(self.name)
@@ -151,9 +149,7 @@ def run_against(client: httpx.Client, problems: list[dict[str, Any]]) -> list[di
         judging = progress.add_task("judging attempts", total=len(attempts))
         while True:
             job = client.get(f"/v1/jobs/{batch['job_id']}").json()
-            progress.update(
-                judging, completed=job["progress"]["done"], total=max(job["progress"]["total"], 1)
-            )
+            progress.update(judging, completed=job["progress"]["done"], total=max(job["progress"]["total"], 1))
             if job["status"] in ("succeeded", "failed", "cancelled"):
                 break
             time.sleep(0.2)
@@ -197,8 +193,7 @@ def print_table(finished: list[dict[str, Any]]) -> int:
     for row in finished:
         if row["view"]["verdict"] != row["expected"]:
             console.print(
-                f"[yellow]{row['body']['attempt_uid']}: expected {row['expected']}, "
-                f"got {row['view']['verdict']}[/]"
+                f"[yellow]{row['body']['attempt_uid']}: expected {row['expected']}, got {row['view']['verdict']}[/]"
             )
     return mismatches
 
@@ -211,9 +206,7 @@ def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool 
         stack.start()
         console.print(f"gateway {stack.url}, redis {stack.redis_url}")
         key = stack.admin_key_path.read_text().strip()
-        with httpx.Client(
-            base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=120
-        ) as client:
+        with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
             finished = run_against(client, humaneval_problems(limit))
         mismatches = print_table(finished)
     finally:

@@ -93,9 +93,7 @@ class EmbeddedStack:
         port = free_port()
         self.worker_metrics_ports.append(port)
         env = self.env() | {"TRIBUNAL_WORKER_METRICS_PORT": str(port)}
-        self.processes[name] = self._spawn(
-            name, [sys.executable, "-m", "services.cli", "worker", "executor"], env
-        )
+        self.processes[name] = self._spawn(name, [sys.executable, "-m", "services.cli", "worker", "executor"], env)
         return self.processes[name]
 
     def start_gateway(self) -> None:
@@ -124,9 +122,7 @@ class EmbeddedStack:
         while time.monotonic() < deadline:
             for name, process in self.processes.items():
                 if process.poll() is not None:
-                    raise RuntimeError(
-                        f"{name} exited with {process.returncode}; see {self.data_dir}/logs/{name}.log"
-                    )
+                    raise RuntimeError(f"{name} exited with {process.returncode}; see {self.data_dir}/logs/{name}.log")
             try:
                 ready = httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200
                 if ready and self._workers_reported():

@@ -57,9 +57,7 @@ def admin_key(stack: EmbeddedStack) -> str:
 
 @pytest.fixture()
 def admin(stack: EmbeddedStack, admin_key: str) -> Iterator[httpx.Client]:
-    with httpx.Client(
-        base_url=stack.url, headers={"Authorization": f"Bearer {admin_key}"}, timeout=60
-    ) as client:
+    with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {admin_key}"}, timeout=60) as client:
         yield client
 
 

@@ -40,7 +40,7 @@ def add_sum_problem(client: httpx.Client, **overrides: Any) -> str:
         "tests": [
             {"input": "1 2\n", "expected": "3\n", "public": True},
             {"input": "10 -4\n", "expected": "6\n"},
-            {"input": "1000000000 1000000000\n", "expected": "2000000000\n"},
+            {"input": "2000000000 2000000000\n", "expected": "4000000000\n"},
         ],
         **overrides,
     }

@@ -56,9 +56,7 @@ async def submit(body: AttemptIn, principal: SubmitKey, session: SessionDep) -> 
         raise field_error(["body", "attempt_uid"], "concurrent submissions of this attempt_uid conflict", 409)
     if created:
         await _enqueue_all([attempt.attempt_id])
-    return AttemptAccepted(
-        attempt_id=attempt.attempt_id, job_id=attempt.job_id or job_id, status=attempt.status
-    )
+    return AttemptAccepted(attempt_id=attempt.attempt_id, job_id=attempt.job_id or job_id, status=attempt.status)
 
 
 @router.post(":batch", status_code=202, response_model=BatchAccepted)
@@ -69,9 +67,7 @@ async def submit_batch(body: BatchIn, principal: SubmitKey, session: SessionDep)
     seen: dict[str, str] = {}
     try:
         for index, item in enumerate(body.attempts):
-            attempt, created = await put_attempt(
-                session, principal.tenant, item, job_id, ["body", "attempts", index]
-            )
+            attempt, created = await put_attempt(session, principal.tenant, item, job_id, ["body", "attempts", index])
             if created:
                 new_ids.append(attempt.attempt_id)
             if item.attempt_uid is not None:
@@ -146,9 +142,7 @@ async def list_attempts(
                 and_(Attempt.created_at == created, Attempt.attempt_id > last_id),
             )
         )
-    rows = (
-        await session.scalars(query.order_by(Attempt.created_at, Attempt.attempt_id).limit(limit + 1))
-    ).all()
+    rows = (await session.scalars(query.order_by(Attempt.created_at, Attempt.attempt_id).limit(limit + 1))).all()
     page = rows[:limit]
     return {
         "items": [await attempt_view(session, row) for row in page],

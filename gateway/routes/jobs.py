@@ -30,13 +30,15 @@ async def get(job_id: str, principal: ReadKey, session: SessionDep) -> dict[str,
 @router.delete("/{job_id}", response_model=dict[str, Any])
 async def cancel(job_id: str, principal: SubmitKey, session: SessionDep) -> dict[str, Any]:
     """Cancel a live job; work not yet started is dropped, work already done stays. A finished job is unchanged."""
-    await _own_job(session, job_id, principal.tenant)
-    if await jobs.finish(session, job_id, "cancelled", error="cancelled by the client"):
+    job = await _own_job(session, job_id, principal.tenant)
+    if job.status in ("queued", "running"):
+        # Attempts first, then the job: the same lock order as the workers, so the two never deadlock.
         await session.execute(
             update(Attempt)
             .where(Attempt.job_id == job_id, Attempt.status == "queued")
             .values(status="failed", finished_at=utcnow())
         )
+        await jobs.finish(session, job_id, "cancelled", error="cancelled by the client")
     await session.commit()
     session.expire_all()
     return jobs.job_view(await _own_job(session, job_id, principal.tenant))

@@ -35,9 +35,7 @@ async def readyz() -> JSONResponse:
     except Exception as exc:  # noqa: BLE001
         checks["redis"] = f"unreachable: {type(exc).__name__}"
     ready = all(value == "ok" for value in checks.values())
-    return JSONResponse(
-        {"status": "ready" if ready else "not ready", **checks}, status_code=200 if ready else 503
-    )
+    return JSONResponse({"status": "ready" if ready else "not ready", **checks}, status_code=200 if ready else 503)
 
 
 @router.get("/metrics")

@@ -14,9 +14,7 @@ router = APIRouter(prefix="/v1/problems", tags=["problems"])
 
 
 @router.post("", status_code=201, response_model=ProblemOut)
-async def create(
-    body: ProblemIn, principal: SubmitKey, session: SessionDep, response: Response
-) -> dict[str, Any]:
+async def create(body: ProblemIn, principal: SubmitKey, session: SessionDep, response: Response) -> dict[str, Any]:
     problem, created = await put_problem(session, principal.tenant, body, ["body"])
     await session.commit()
     if not created:

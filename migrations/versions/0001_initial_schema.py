@@ -116,9 +116,7 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("attempt", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_attempt_job_id"), ["job_id"], unique=False)
-        batch_op.create_index(
-            "ix_attempt_tenant_created", ["tenant", "created_at", "attempt_id"], unique=False
-        )
+        batch_op.create_index("ix_attempt_tenant_created", ["tenant", "created_at", "attempt_id"], unique=False)
         batch_op.create_index("ix_attempt_tenant_participant", ["tenant", "participant"], unique=False)
         batch_op.create_index("ix_attempt_tenant_problem", ["tenant", "problem_pk"], unique=False)
 

@@ -73,9 +73,7 @@ class EmbeddedRedis:
                     return self.url
                 except redis.ConnectionError:
                     if self.process.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(
-                            f"redis-server did not start; see {self.workdir / 'redis.log'}"
-                        ) from None
+                        raise RuntimeError(f"redis-server did not start; see {self.workdir / 'redis.log'}") from None
                     time.sleep(0.02)
         finally:
             client.close()

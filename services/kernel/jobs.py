@@ -62,9 +62,7 @@ async def mark_running(session: AsyncSession, job_id: str) -> bool:
 
 async def add_progress(session: AsyncSession, job_id: str, done: int = 1) -> None:
     """Count finished units; the job succeeds when the last one lands. Callers count each unit once."""
-    await session.execute(
-        update(Job).where(Job.job_id == job_id).values(progress_done=Job.progress_done + done)
-    )
+    await session.execute(update(Job).where(Job.job_id == job_id).values(progress_done=Job.progress_done + done))
     result = await session.execute(
         update(Job)
         .where(

@@ -21,9 +21,7 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-async def create_key(
-    session: AsyncSession, *, tenant: str, scopes: list[str], name: str = ""
-) -> tuple[ApiKey, str]:
+async def create_key(session: AsyncSession, *, tenant: str, scopes: list[str], name: str = "") -> tuple[ApiKey, str]:
     """Add a key to the session; returns the row and the plaintext key (never stored)."""
     plaintext = "trb_" + secrets.token_urlsafe(32)
     row = ApiKey(

@@ -34,9 +34,7 @@ _pool: ArqRedis | None = None
 def redis_settings(url: str | None = None) -> RedisSettings:
     resolved = url or get_settings().redis_url
     if not resolved:
-        raise RuntimeError(
-            "TRIBUNAL_REDIS_URL is not set (the embedded launcher sets it when it starts Redis)"
-        )
+        raise RuntimeError("TRIBUNAL_REDIS_URL is not set (the embedded launcher sets it when it starts Redis)")
     return RedisSettings.from_dsn(resolved)
 
 
@@ -63,9 +61,7 @@ def task_key(task: Task, subject: str) -> str:
 async def enqueue(task: Task, subject: str, *, pool: ArqRedis | None = None) -> bool:
     """Put `task(subject)` on its queue; False if the same task for the same subject is already there."""
     redis = pool or await get_pool()
-    job = await redis.enqueue_job(
-        task.value, subject, _job_id=task_key(task, subject), _queue_name=QUEUE_OF[task]
-    )
+    job = await redis.enqueue_job(task.value, subject, _job_id=task_key(task, subject), _queue_name=QUEUE_OF[task])
     if job is not None:
         telemetry.queue_enqueued.labels(task.value).inc()
     return job is not None

@@ -15,15 +15,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TRIBUNAL_", extra="ignore")
 
-    data_dir: Path = Field(
-        default=Path(".tribunal"), description="Where the SQLite file, builds and keys live."
-    )
-    database_url: str | None = Field(
-        default=None, description="SQLAlchemy async URL; SQLite under data_dir if unset."
-    )
-    redis_url: str | None = Field(
-        default=None, description="Redis URL; the embedded launcher starts one if unset."
-    )
+    data_dir: Path = Field(default=Path(".tribunal"), description="Where the SQLite file, builds and keys live.")
+    database_url: str | None = Field(default=None, description="SQLAlchemy async URL; SQLite under data_dir if unset.")
+    redis_url: str | None = Field(default=None, description="Redis URL; the embedded launcher starts one if unset.")
     queue_name: str = "tribunal:queue"
 
     # Gateway limits, enforced before any work starts.

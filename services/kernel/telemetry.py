@@ -16,9 +16,7 @@ http_latency = Histogram(
     buckets=_LATENCY_BUCKETS,
 )
 queue_depth = Gauge("tribunal_queue_depth", "Jobs waiting in a Redis queue.", ["queue"])
-jobs = Counter(
-    "tribunal_jobs_total", "Job state transitions, by kind and the status reached.", ["kind", "status"]
-)
+jobs = Counter("tribunal_jobs_total", "Job state transitions, by kind and the status reached.", ["kind", "status"])
 queue_enqueued = Counter("tribunal_queue_enqueued_total", "Tasks put on the queue.", ["task"])
 task_duration = Histogram(
     "tribunal_task_duration_seconds",
@@ -26,9 +24,7 @@ task_duration = Histogram(
     ["task", "outcome"],
     buckets=_LATENCY_BUCKETS,
 )
-task_retries = Counter(
-    "tribunal_task_retries_total", "Tasks started again after a failed or lost try.", ["task"]
-)
+task_retries = Counter("tribunal_task_retries_total", "Tasks started again after a failed or lost try.", ["task"])
 task_failures = Counter("tribunal_task_failures_total", "Tasks that raised.", ["task"])
 reconciled = Counter("tribunal_reconciled_total", "Tasks the reconciler put back on the queue.", ["task"])
 executions = Counter(

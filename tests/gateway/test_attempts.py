@@ -24,9 +24,7 @@ def test_a_correct_program_is_accepted_in_every_language(tenant_client: httpx.Cl
 def test_verdict_is_the_first_failing_test_in_order(tenant_client: httpx.Client) -> None:
     problem_id = add_sum_problem(tenant_client)
     # Overflows 32 bits on the third test only: tests 0 and 1 pass, test 2 is WA.
-    source = (
-        '#include <stdio.h>\nint main(void){int a,b;scanf("%d %d",&a,&b);printf("%d\\n",a+b);return 0;}\n'
-    )
+    source = '#include <stdio.h>\nint main(void){int a,b;scanf("%d %d",&a,&b);printf("%d\\n",a+b);return 0;}\n'
     view = wait_attempt(tenant_client, submit(tenant_client, problem_id, "c", source)["attempt_id"])
     assert view["verdict"] == "WA"
     assert [t["status"] for t in view["tests"]] == ["AC", "AC", "WA"]
@@ -52,9 +50,7 @@ def test_function_mode_accepts_both_test_forms(tenant_client: httpx.Client) -> N
         "tests": [
             {"input": [1, 2], "expected": 3, "public": True},
             {"input": [0.1, 0.2], "expected": 0.3},
-            {
-                "code": "def check(candidate):\n    assert candidate(2, 2) == 4\n    assert candidate(-1, 1) == 0\n"
-            },
+            {"code": "def check(candidate):\n    assert candidate(2, 2) == 4\n    assert candidate(-1, 1) == 0\n"},
         ],
         "checker": {"kind": "float", "abs_tol": 1e-9},
     }
@@ -71,9 +67,7 @@ def test_function_mode_accepts_both_test_forms(tenant_client: httpx.Client) -> N
     assert bad["verdict"] == "WA"
     crash = wait_attempt(
         tenant_client,
-        submit(tenant_client, "add-fn", "python", "def add(a, b):\n    raise ValueError('no')\n")[
-            "attempt_id"
-        ],
+        submit(tenant_client, "add-fn", "python", "def add(a, b):\n    raise ValueError('no')\n")["attempt_id"],
     )
     assert crash["verdict"] == "RE"
 
@@ -204,8 +198,7 @@ def test_cancel_stops_queued_work(tenant_client: httpx.Client) -> None:
         "/v1/attempts:batch",
         json={
             "attempts": [
-                {"problem_id": problem_id, "language": "python", "source_code": slow + f"# {i}\n"}
-                for i in range(12)
+                {"problem_id": problem_id, "language": "python", "source_code": slow + f"# {i}\n"} for i in range(12)
             ]
         },
     )

@@ -35,27 +35,18 @@ def test_scopes_are_enforced(stack: EmbeddedStack, admin: httpx.Client) -> None:
         assert reader.post("/v1/keys", json={"tenant": "x", "scopes": ["read"]}).status_code == 403
 
 
-def test_tenants_never_see_each_other(
-    stack: EmbeddedStack, admin: httpx.Client, tenant_client: httpx.Client
-) -> None:
+def test_tenants_never_see_each_other(stack: EmbeddedStack, admin: httpx.Client, tenant_client: httpx.Client) -> None:
     problem_id = add_sum_problem(tenant_client)
     attempt = submit(tenant_client, problem_id, "python", "print(3)\n")
-    other_key = admin.post("/v1/keys", json={"tenant": "other-team", "scopes": ["submit", "read"]}).json()[
-        "key"
-    ]
+    other_key = admin.post("/v1/keys", json={"tenant": "other-team", "scopes": ["submit", "read"]}).json()["key"]
     with _client(stack, other_key) as other:
         assert other.get(f"/v1/attempts/{attempt['attempt_id']}").status_code == 404
         assert other.get(f"/v1/jobs/{attempt['job_id']}").status_code == 404
         assert other.delete(f"/v1/jobs/{attempt['job_id']}").status_code == 404
         assert other.get(f"/v1/problems/{problem_id}").status_code == 404
-        assert all(
-            a["attempt_id"] != attempt["attempt_id"] for a in other.get("/v1/attempts").json()["items"]
-        )
+        assert all(a["attempt_id"] != attempt["attempt_id"] for a in other.get("/v1/attempts").json()["items"])
         # The same problem_id is free in another tenant.
-        assert (
-            other.post("/v1/problems", json={"problem_id": problem_id, "statement": "mine"}).status_code
-            == 201
-        )
+        assert other.post("/v1/problems", json={"problem_id": problem_id, "statement": "mine"}).status_code == 201
 
 
 def test_keys_are_shown_once_stored_hashed_and_revocable(stack: EmbeddedStack, admin: httpx.Client) -> None:

@@ -123,9 +123,7 @@ def test_function_mode_needs_python_and_an_entry_point(tenant_client: httpx.Clie
 
 
 def test_stdio_tests_must_be_text(tenant_client: httpx.Client) -> None:
-    response = tenant_client.post(
-        "/v1/problems", json={"statement": "s", "tests": [{"input": [1, 2], "expected": 3}]}
-    )
+    response = tenant_client.post("/v1/problems", json={"statement": "s", "tests": [{"input": [1, 2], "expected": 3}]})
     assert response.status_code == 422
     assert "stdin must be a string" in response.text
 

@@ -15,9 +15,7 @@ SLOW_SUM = "import time\ntime.sleep(2.5)\na, b = map(int, input().split())\nprin
 
 
 def _executions(stack: EmbeddedStack, attempt_id: str) -> int:
-    return count_rows(
-        stack.database_url, "SELECT COUNT(*) FROM execution WHERE attempt_id = :a", a=attempt_id
-    )
+    return count_rows(stack.database_url, "SELECT COUNT(*) FROM execution WHERE attempt_id = :a", a=attempt_id)
 
 
 def _wait_status(client: httpx.Client, attempt_id: str, status: str, timeout_s: float = 30) -> None:
@@ -27,9 +25,7 @@ def _wait_status(client: httpx.Client, attempt_id: str, status: str, timeout_s: 
         time.sleep(0.02)
 
 
-def test_worker_killed_mid_job_is_retried_and_finishes_once(
-    stack: EmbeddedStack, tenant_client: httpx.Client
-) -> None:
+def test_worker_killed_mid_job_is_retried_and_finishes_once(stack: EmbeddedStack, tenant_client: httpx.Client) -> None:
     problem_id = add_sum_problem(
         tenant_client, tests=[{"input": "1 2\n", "expected": "3\n"}], limits={"wall_time_s": 10}
     )
@@ -45,9 +41,7 @@ def test_worker_killed_mid_job_is_retried_and_finishes_once(
     assert _executions(stack, accepted["attempt_id"]) == 1
 
 
-def test_work_redis_lost_is_reconciled_from_the_database(
-    stack: EmbeddedStack, tenant_client: httpx.Client
-) -> None:
+def test_work_redis_lost_is_reconciled_from_the_database(stack: EmbeddedStack, tenant_client: httpx.Client) -> None:
     problem_id = add_sum_problem(tenant_client)
     stack.stop_process("executor-0")
     accepted = submit(tenant_client, problem_id, "python", "a, b = map(int, input().split())\nprint(a + b)\n")

@@ -10,9 +10,7 @@ from services.stack import EmbeddedStack
 
 
 def _run(client: httpx.Client, source: str, **extra: object) -> dict:
-    response = client.post(
-        "/v1/executions", json={"language": "python", "source_code": source, "wait": True, **extra}
-    )
+    response = client.post("/v1/executions", json={"language": "python", "source_code": source, "wait": True, **extra})
     assert response.status_code == 200, response.text
     return dict(response.json())
 
