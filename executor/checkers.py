@@ -37,9 +37,7 @@ def mismatch(kind: str, expected: str, actual: str, abs_tol: float = 1e-6, rel_t
     if kind == "tokens":
         return _sequence("token", expected.split(), actual.split(), _same_text)
     if kind == "float":
-        return _sequence(
-            "token", expected.split(), actual.split(), lambda e, a: _same_token(e, a, abs_tol, rel_tol)
-        )
+        return _sequence("token", expected.split(), actual.split(), lambda e, a: _same_token(e, a, abs_tol, rel_tol))
     raise ValueError(f"unknown checker kind {kind!r}; expected one of {', '.join(CHECKER_KINDS)}")
 
 

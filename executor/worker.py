@@ -25,8 +25,12 @@ log = logging.getLogger("tribunal.executor")
 
 
 def _tests(raw: list[dict[str, Any]]) -> list[TestCase]:
-    return [TestCase(input=t.get("input"), expected=t.get("expected"), code=t.get("code"),
-                     public=bool(t.get("public", False))) for t in raw]
+    return [
+        TestCase(
+            input=t.get("input"), expected=t.get("expected"), code=t.get("code"), public=bool(t.get("public", False))
+        )
+        for t in raw
+    ]
 
 
 def _checker(raw: dict[str, Any] | None) -> CheckerSpec:
@@ -71,43 +75,74 @@ async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
             return
         if job is not None:
             await jobs.mark_running(session, job.job_id)
-        request = dict(language=attempt.language, source_code=attempt.source_code, tests=_tests(problem.tests),
-                       mode=problem.mode, entry_point=problem.entry_point, checker=_checker(problem.checker),
-                       limits=_limits(problem.limits))
+        language, source_code, tests = attempt.language, attempt.source_code, _tests(problem.tests)
+        mode, entry_point = problem.mode, problem.entry_point
+        checker, limits = _checker(problem.checker), _limits(problem.limits)
     executor: Executor = ctx["executor"]
     started = time.perf_counter()
     try:
-        outcome = await executor.execute(**request)
+        outcome = await executor.execute(
+            language=language,
+            source_code=source_code,
+            tests=tests,
+            mode=mode,  # type: ignore[arg-type]
+            entry_point=entry_point,
+            checker=checker,
+            limits=limits,
+        )
     except Exception as exc:
         if not _is_last_try(ctx):
             raise
         log.exception("attempt %s failed on its last try", attempt_id)
-        outcome = ExecutionOutcome(verdict="IE", passed=0, total=len(request["tests"]),
-                                   compile_output=f"internal error: {type(exc).__name__}: {exc}", tests=[],
-                                   toolchain="", build_cached=False)
+        outcome = ExecutionOutcome(
+            verdict="IE",
+            passed=0,
+            total=len(tests),
+            compile_output=f"internal error: {type(exc).__name__}: {exc}",
+            tests=[],
+            toolchain="",
+            build_cached=False,
+        )
     duration_ms = int((time.perf_counter() - started) * 1000)
     async with session_scope() as session:
-        await upsert(session, Execution.__table__, {
-            "attempt_id": attempt_id, "run": 0, "verdict": outcome.verdict, "passed": outcome.passed,
-            "total": outcome.total, "compile_output": outcome.compile_output,
-            "tests": [asdict(t) for t in outcome.tests], "toolchain": outcome.toolchain,
-            "build_cached": outcome.build_cached, "duration_ms": duration_ms, "created_at": utcnow(),
-        }, keys=["attempt_id", "run"])
+        await upsert(
+            session,
+            Execution.__table__,
+            {
+                "attempt_id": attempt_id,
+                "run": 0,
+                "verdict": outcome.verdict,
+                "passed": outcome.passed,
+                "total": outcome.total,
+                "compile_output": outcome.compile_output,
+                "tests": [asdict(t) for t in outcome.tests],
+                "toolchain": outcome.toolchain,
+                "build_cached": outcome.build_cached,
+                "duration_ms": duration_ms,
+                "created_at": utcnow(),
+            },
+            keys=["attempt_id", "run"],
+        )
         # Only the write that moves the attempt to done counts toward its job: a retry never counts twice.
         moved = await session.execute(
-            update(Attempt).where(Attempt.attempt_id == attempt_id, Attempt.status.in_(("queued", "running")))
-            .values(status="done", verdict=outcome.verdict, passed=outcome.passed, total=outcome.total,
-                    finished_at=utcnow())
+            update(Attempt)
+            .where(Attempt.attempt_id == attempt_id, Attempt.status.in_(("queued", "running")))
+            .values(
+                status="done", verdict=outcome.verdict, passed=outcome.passed, total=outcome.total, finished_at=utcnow()
+            )
         )
         if moved.rowcount and job_id:  # type: ignore[attr-defined]
             await jobs.add_progress(session, job_id)
-    _record_metrics(request["language"], outcome)
+    _record_metrics(language, outcome)
 
 
 def _direct_result(outcome: ExecutionOutcome) -> dict[str, Any]:
     return {
-        "verdict": outcome.verdict, "passed": outcome.passed, "total": outcome.total,
-        "compile_output": outcome.compile_output, "toolchain": outcome.toolchain,
+        "verdict": outcome.verdict,
+        "passed": outcome.passed,
+        "total": outcome.total,
+        "compile_output": outcome.compile_output,
+        "toolchain": outcome.toolchain,
         "tests": [asdict(t) for t in outcome.tests],
     }
 
@@ -128,9 +163,13 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
     executor: Executor = ctx["executor"]
     try:
         outcome = await executor.execute(
-            language=params["language"], source_code=params["source_code"], tests=tests,
-            mode=params.get("mode", "stdio"), entry_point=params.get("entry_point"),
-            checker=_checker(params.get("checker")), limits=_limits(params.get("limits")),
+            language=params["language"],
+            source_code=params["source_code"],
+            tests=tests,
+            mode=params.get("mode", "stdio"),
+            entry_point=params.get("entry_point"),
+            checker=_checker(params.get("checker")),
+            limits=_limits(params.get("limits")),
         )
     except Exception as exc:
         if not _is_last_try(ctx):
@@ -146,8 +185,12 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
 async def _startup(ctx: dict[str, Any]) -> None:
     settings = get_settings()
     init_engine(role="executor")
-    executor = Executor(settings.data_dir / "executor", slots=settings.executor_slots,
-                        nsjail_path=settings.nsjail_path, sandbox_uid=settings.sandbox_uid)
+    executor = Executor(
+        settings.data_dir / "executor",
+        slots=settings.executor_slots,
+        nsjail_path=settings.nsjail_path,
+        sandbox_uid=settings.sandbox_uid,
+    )
     ctx["executor"] = executor
     languages = await asyncio.to_thread(executor.languages)
     await ctx["redis"].set(LANGUAGES_KEY, json.dumps(languages))

