@@ -16,7 +16,7 @@ test: setup
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	.venv/bin/mypy services gateway executor
+	.venv/bin/mypy services gateway executor metrics
 
 bench: setup
 	.venv/bin/python bench/run.py
