@@ -38,12 +38,20 @@ class Variant:
     def apply(self, source: str, entry_point: str) -> str:
         wrap = f"\n\n_original_{entry_point} = {entry_point}\n\n\ndef {entry_point}(*args, **kwargs):\n"
         if self.name == "wrong_value":
-            # A value of another type or None: no HumanEval assertion accepts it.
+            # A value of another type or None, which no HumanEval assertion accepts. Only the outermost call
+            # is changed: recursive solutions call themselves through the wrapper and must keep working.
             return (
                 source
                 + wrap
                 + (
-                    f"    result = _original_{entry_point}(*args, **kwargs)\n"
+                    "    global _depth\n"
+                    "    _depth = globals().get('_depth', 0) + 1\n"
+                    "    try:\n"
+                    f"        result = _original_{entry_point}(*args, **kwargs)\n"
+                    "    finally:\n"
+                    "        _depth -= 1\n"
+                    "    if _depth:\n"
+                    "        return result\n"
                     "    return None if result is not None else 0\n"
                 )
             )

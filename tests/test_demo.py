@@ -1,0 +1,31 @@
+"""The main job's front door: `tribunal demo` runs HumanEval end to end on a fresh embedded stack."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from services.demo import VARIANTS, humaneval_problems
+
+
+def test_demo_accepts_canonical_solutions_and_catches_every_variant(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "services.cli", "demo", "--limit", "10", "--data-dir", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "all canonical solutions accepted" in result.stdout
+    assert "10/10" in result.stdout
+
+
+def test_wrong_value_variant_keeps_recursion_working() -> None:
+    problems = {p["problem"]["problem_id"]: p for p in humaneval_problems()}
+    fib = problems["HumanEval/55"]
+    wrong_value = next(v for v in VARIANTS if v.name == "wrong_value")
+    namespace: dict[str, object] = {}
+    exec(wrong_value.apply(fib["canonical"], "fib"), namespace)  # noqa: S102 - our own generated code
+    # Without the depth guard the inner calls would get None back and the program would crash (RE, not WA).
+    assert namespace["fib"](10) is None  # type: ignore[operator]
