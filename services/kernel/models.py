@@ -181,6 +181,28 @@ class Judgment(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
 
+class JudgeResponseCache(Base):
+    """Validated provider answers, keyed by everything that shapes a request (see judge/runner.py)."""
+
+    __tablename__ = "judge_response_cache"
+
+    cache_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    content: Mapped[str] = mapped_column(Text)
+    served_model: Mapped[str | None] = mapped_column(String(200), default=None)
+    tokens_in: Mapped[int | None] = mapped_column(Integer, default=None)
+    tokens_out: Mapped[int | None] = mapped_column(Integer, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class JobUnit(Base):
+    """A unit of a job already counted in its progress: inserting it first is what makes counting exactly-once."""
+
+    __tablename__ = "job_unit"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("job.job_id", ondelete="CASCADE"), primary_key=True)
+    unit: Mapped[str] = mapped_column(String(300), primary_key=True)
+
+
 class Job(Base):
     """Long work. The database, not Redis, is the truth of a job's state."""
 

@@ -21,11 +21,17 @@ class Task(StrEnum):
 
     EXECUTE_ATTEMPT = "execute_attempt"
     EXECUTE_DIRECT = "execute_direct"
+    JUDGE_ATTEMPT = "judge_attempt"
 
 
 # Which queue (and so which worker kind) serves each task.
 EXECUTOR_QUEUE = "tribunal:executor"
-QUEUE_OF: dict[Task, str] = {Task.EXECUTE_ATTEMPT: EXECUTOR_QUEUE, Task.EXECUTE_DIRECT: EXECUTOR_QUEUE}
+JUDGE_QUEUE = "tribunal:judge"
+QUEUE_OF: dict[Task, str] = {
+    Task.EXECUTE_ATTEMPT: EXECUTOR_QUEUE,
+    Task.EXECUTE_DIRECT: EXECUTOR_QUEUE,
+    Task.JUDGE_ATTEMPT: JUDGE_QUEUE,
+}
 ALL_QUEUES = tuple(sorted(set(QUEUE_OF.values())))
 
 _pool: ArqRedis | None = None

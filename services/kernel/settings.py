@@ -35,6 +35,11 @@ class Settings(BaseSettings):
     job_timeout_s: int = 600
     job_max_tries: int = 3
 
+    # Judges: a TOML file (services/kernel/judges.py); without one, the offline judges run.
+    judges_file: Path | None = None
+    default_conditions: list[str] = Field(default_factory=lambda: ["blind"])
+    judge_slots: int = Field(default=32, description="Attempts one judge worker judges at once.")
+
     # Worker polling: small delays make an idle stack answer in milliseconds.
     worker_poll_delay_s: float = 0.01
     worker_metrics_port: int = 0

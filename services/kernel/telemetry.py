@@ -43,3 +43,18 @@ def serve_metrics(port: int, host: str = "127.0.0.1") -> None:
     """Serve /metrics for a worker process (the gateway serves its own at /metrics). Port 0: off."""
     if port > 0:
         start_http_server(port, addr=host)
+
+
+judge_requests = Counter(
+    "tribunal_judge_requests_total", "Requests sent to judge providers, by outcome.", ["judge", "outcome"]
+)
+judge_retries = Counter("tribunal_judge_retries_total", "Judge requests reissued after a failure.", ["judge"])
+judge_failures = Counter(
+    "tribunal_judge_failures_total", "Judgments recorded as failed, by reason.", ["judge", "reason"]
+)
+judge_latency = Histogram(
+    "tribunal_judge_request_seconds", "Latency of one provider request.", ["judge"], buckets=_LATENCY_BUCKETS
+)
+judge_tokens = Counter("tribunal_judge_tokens_total", "Tokens reported by providers.", ["judge", "direction"])
+judge_cache_hits = Counter("tribunal_judge_cache_hits_total", "Judgments answered from the response cache.", ["judge"])
+judgments = Counter("tribunal_judgments_total", "Judgment rows written, by status.", ["judge", "status"])

@@ -1,0 +1,161 @@
+"""Which judges a deployment runs: the TOML judges file, validated at start, shared by gateway and judge workers.
+
+```toml
+[[judge]]
+name = "gpt"                 # unique
+kind = "llm"                 # llm | offline
+rubric = "cocreation"        # cocreation | refinement_effort | fault_report
+base_url = "http://127.0.0.1:9000/v1"
+model = "gpt-5.2-2025-12-11"
+api_key_env = "OPENAI_API_KEY"
+```
+
+With no file, the embedded default is the offline judges (`DEFAULT_OFFLINE_JUDGES`), which need no network.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+Rubric = Literal["cocreation", "refinement_effort", "fault_report"]
+Condition = Literal["blind", "prefix12k", "nonblind"]
+CONDITIONS: tuple[Condition, ...] = ("blind", "prefix12k", "nonblind")
+OfflineMethod = Literal["sample_tests", "chrf", "codebleu", "edit_similarity", "lint"]
+
+JUDGES_KEY = "tribunal:judges"
+
+
+class _Judge(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    enabled: bool = True
+
+
+class LLMJudge(_Judge):
+    """A judge behind any OpenAI-compatible chat-completions endpoint."""
+
+    kind: Literal["llm"]
+    rubric: Rubric = "cocreation"
+    base_url: str = Field(pattern=r"^https?://")
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_tokens: int = Field(default=1024, ge=16, le=65536)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    max_tries: int = Field(default=4, ge=1, le=20)
+    deadline_s: float = Field(default=900.0, gt=0, description="Bound on one judgment, retries and waits included.")
+    concurrency: int = Field(default=16, ge=1, le=1024)
+    requests_per_minute: float = Field(default=600.0, gt=0)
+    response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
+    seed: int | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="Provider-specific request fields.")
+
+    @property
+    def provider(self) -> str:
+        return "openai-compatible"
+
+
+class OfflineJudge(_Judge):
+    """A judge that needs no network: public tests, reference similarity, or static analysis."""
+
+    kind: Literal["offline"]
+    method: OfflineMethod
+
+    @property
+    def rubric(self) -> str:
+        return "cocreation" if self.method == "sample_tests" else "refinement_effort"
+
+    @property
+    def provider(self) -> str:
+        return "offline"
+
+    @property
+    def model(self) -> str:
+        return self.method
+
+
+JudgeConfig = Annotated[LLMJudge | OfflineJudge, Field(discriminator="kind")]
+
+
+class JudgesFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    judge: list[JudgeConfig] = Field(min_length=1)
+
+    @field_validator("judge")
+    @classmethod
+    def _unique_names(cls, judges: list[LLMJudge | OfflineJudge]) -> list[LLMJudge | OfflineJudge]:
+        seen: set[str] = set()
+        for judge in judges:
+            if judge.name in seen:
+                raise ValueError(f"judge name {judge.name!r} is used twice")
+            seen.add(judge.name)
+        return judges
+
+
+DEFAULT_OFFLINE_JUDGES: tuple[OfflineJudge, ...] = tuple(
+    OfflineJudge(name=method, kind="offline", method=method)  # type: ignore[arg-type]
+    for method in ("sample_tests", "chrf", "codebleu", "edit_similarity", "lint")
+)
+
+
+class JudgesFileError(ValueError):
+    """The judges file is missing, not TOML, or names a key wrongly; the message says where."""
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("llm", "offline"):
+            continue  # the discriminator's tag, not a key the user wrote
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def parse_judges(text: str, source: str = "judges file") -> list[LLMJudge | OfflineJudge]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise JudgesFileError(f"{source}: not valid TOML: {exc}") from exc
+    try:
+        return list(JudgesFile.model_validate(data).judge)
+    except ValidationError as exc:
+        problems = "; ".join(f"{_loc(tuple(e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise JudgesFileError(f"{source}: {problems}") from exc
+
+
+def load_judges(path: Path | None) -> list[LLMJudge | OfflineJudge]:
+    """The configured judges: the file's, or the offline defaults when no file is named."""
+    if path is None:
+        return list(DEFAULT_OFFLINE_JUDGES)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise JudgesFileError(f"{path}: cannot read the judges file: {exc.strerror}") from exc
+    return parse_judges(text, str(path))
+
+
+@lru_cache
+def configured_judges(path: str | None) -> tuple[LLMJudge | OfflineJudge, ...]:
+    return tuple(load_judges(Path(path) if path else None))
+
+
+def public_view(judge: LLMJudge | OfflineJudge) -> dict[str, Any]:
+    """What GET /v1/judges shows: never the key or its variable's value."""
+    return {
+        "name": judge.name,
+        "kind": judge.kind,
+        "rubric": judge.rubric,
+        "provider": judge.provider,
+        "model": judge.model,
+        "enabled": judge.enabled,
+    }

@@ -1,0 +1,196 @@
+"""The LLM judgment runner against a scripted OpenAI-compatible server on a real socket."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from judge.request import JudgeInput, build_messages
+from judge.rubrics import RUBRICS
+from judge.runner import CachedReply, LLMRunner, Outcome
+from services.kernel.judges import LLMJudge
+from tests.fake_llm import VALID_COCREATION, Behaviour, ScriptedLLM
+
+INPUT = JudgeInput("p-1", "Print a + b.", "python", "print(sum(map(int, input().split())))", "", None)
+MESSAGES = build_messages(RUBRICS["cocreation"], INPUT)
+
+
+class DictCache:
+    def __init__(self) -> None:
+        self.entries: dict[str, CachedReply] = {}
+
+    async def get(self, key: str) -> CachedReply | None:
+        return self.entries.get(key)
+
+    async def put(self, key: str, reply: CachedReply) -> None:
+        self.entries[key] = reply
+
+
+def _judge(server: ScriptedLLM, **overrides: Any) -> LLMJudge:
+    config = {
+        "name": "scripted",
+        "kind": "llm",
+        "base_url": server.base_url,
+        "model": "judge-model-1",
+        "max_tries": 4,
+        "timeout_s": 5,
+        "requests_per_minute": 60_000,
+        **overrides,
+    }
+    return LLMJudge.model_validate(config)
+
+
+@pytest.fixture()
+def server() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM() as scripted:
+        yield scripted
+
+
+async def _run(server: ScriptedLLM, cache: DictCache | None = None, repeat: int = 0, **overrides: Any) -> Outcome:
+    runner = LLMRunner(_judge(server, **overrides), cache=cache, backoff_multiplier=0.01, backoff_max=0.05)
+    try:
+        return await runner.run(RUBRICS["cocreation"], MESSAGES, condition="blind", repeat=repeat)
+    finally:
+        await runner.close()
+
+
+def _sequence(*behaviours: Behaviour) -> Any:
+    """Answer the n-th arrival of a request with the n-th behaviour (the last one repeats)."""
+    return lambda _request, nth: behaviours[min(nth, len(behaviours)) - 1]
+
+
+async def test_valid_answer_is_one_ok_row_with_the_served_model(server: ScriptedLLM) -> None:
+    server.script = _sequence(Behaviour(served_model="judge-model-1-2026-01-01"))
+    outcome = await _run(server)
+    assert outcome.status == "ok" and outcome.error is None
+    assert outcome.fields == VALID_COCREATION
+    assert (outcome.p_ac, outcome.score) == (0.75, 0.75)
+    assert outcome.requested_model == "judge-model-1"
+    assert outcome.served_model == "judge-model-1-2026-01-01"
+    assert outcome.tries == 1 and outcome.tokens_in and outcome.latency_ms is not None
+    assert len(server.requests) == 1
+    sent = server.requests[0].json
+    assert sent["temperature"] == 0 and sent["model"] == "judge-model-1"
+    assert sent["response_format"]["json_schema"]["strict"] is True
+    assert sent["response_format"]["json_schema"]["schema"]["additionalProperties"] is False
+
+
+async def test_code_fenced_json_is_accepted(server: ScriptedLLM) -> None:
+    server.script = _sequence(Behaviour(kind="fenced"))
+    outcome = await _run(server)
+    assert outcome.status == "ok" and outcome.fields == VALID_COCREATION
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (Behaviour(kind="raw", content='{"p_ac": 0.4, "s_algo": 3, "s_rob'), "unparseable"),
+        (Behaviour(kind="raw", content="I think it is fine."), "unparseable"),
+        (Behaviour(kind="raw", content=""), "empty"),
+        (Behaviour(payload={**VALID_COCREATION, "p_ac": 1.3}), "range"),
+        (Behaviour(payload={**VALID_COCREATION, "s_algo": 0}), "range"),
+        (Behaviour(payload={**VALID_COCREATION, "s_algo": 6}), "range"),
+        (Behaviour(payload={**VALID_COCREATION, "s_algo": 3.5}), "schema"),
+        (Behaviour(payload={k: v for k, v in VALID_COCREATION.items() if k != "s_robust"}), "schema"),
+        (Behaviour(payload={**VALID_COCREATION, "confidence": "high"}), "schema"),
+        (Behaviour(kind="status", status=500), "http 500"),
+    ],
+)
+async def test_bad_answers_are_repaired_by_reissuing_the_identical_request(
+    server: ScriptedLLM, bad: Behaviour, reason: str
+) -> None:
+    server.script = _sequence(bad, Behaviour())
+    outcome = await _run(server)
+    assert outcome.status == "ok" and outcome.tries == 2
+    assert outcome.fields == VALID_COCREATION
+    assert [r.behaviour.kind for r in server.requests] == [bad.kind, "valid"]
+    assert server.requests[0].body == server.requests[1].body  # byte-identical reissue
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (Behaviour(kind="raw", content='{"p_ac": 0.4'), "unparseable"),
+        (Behaviour(payload={**VALID_COCREATION, "p_ac": 1.3}), "range"),
+        (Behaviour(payload={**VALID_COCREATION, "s_algo": 3.5}), "schema"),
+        (Behaviour(kind="status", status=500), "http 500"),
+        (Behaviour(kind="raw", content=""), "empty"),
+    ],
+)
+async def test_persistent_failure_is_recorded_with_its_reason_within_the_bound(
+    server: ScriptedLLM, bad: Behaviour, reason: str
+) -> None:
+    server.script = _sequence(bad)
+    outcome = await _run(server, max_tries=3)
+    assert outcome.status == "failed"
+    assert outcome.error is not None and outcome.error.startswith(reason)
+    assert outcome.fields is None and outcome.p_ac is None and outcome.score is None  # never a default score
+    assert outcome.tries == 3 and len(server.requests) == 3
+    assert len({r.body for r in server.requests}) == 1
+
+
+async def test_a_client_error_is_not_retried(server: ScriptedLLM) -> None:
+    server.script = _sequence(Behaviour(kind="status", status=400))
+    outcome = await _run(server)
+    assert (outcome.status, outcome.error, outcome.tries, len(server.requests)) == ("failed", "http 400", 1, 1)
+
+
+async def test_429_waits_for_retry_after(server: ScriptedLLM) -> None:
+    server.script = _sequence(Behaviour(kind="status", status=429, retry_after=1), Behaviour())
+    outcome = await _run(server)
+    assert outcome.status == "ok" and outcome.tries == 2
+    gap = server.requests[1].at - server.requests[0].at
+    assert gap >= 0.95  # a lower bound the runner guarantees, not a speed claim
+
+
+async def test_retry_after_past_the_deadline_fails_at_once(server: ScriptedLLM) -> None:
+    server.script = _sequence(Behaviour(kind="status", status=429, retry_after=120))
+    outcome = await _run(server, deadline_s=5)
+    assert outcome.status == "failed" and outcome.error == "http 429"
+    assert len(server.requests) == 1
+
+
+async def test_slow_reply_times_out_and_is_retried(server: ScriptedLLM) -> None:
+    server.script = _sequence(Behaviour(delay_s=3), Behaviour())
+    outcome = await _run(server, timeout_s=0.5)
+    assert outcome.status == "ok" and outcome.tries == 2
+
+
+async def test_timeouts_until_the_bound(server: ScriptedLLM) -> None:
+    server.script = _sequence(Behaviour(delay_s=2))
+    outcome = await _run(server, timeout_s=0.3, max_tries=2)
+    assert (outcome.status, outcome.error, outcome.tries) == ("failed", "timeout", 2)
+
+
+async def test_cache_resends_nothing_unless_a_fresh_repeat_is_asked_for(server: ScriptedLLM) -> None:
+    cache = DictCache()
+    first = await _run(server, cache=cache)
+    again = await _run(server, cache=cache)
+    assert first.status == again.status == "ok"
+    assert again.from_cache and again.tries == 0
+    assert len(server.requests) == 1
+    assert again.request_hash == first.request_hash
+    fresh = await _run(server, cache=cache, repeat=1)
+    assert fresh.status == "ok" and not fresh.from_cache and len(server.requests) == 2
+    # Another model is another cache entry: the key includes the model and every generation parameter.
+    await _run(server, cache=cache, model="judge-model-2")
+    await _run(server, cache=cache, temperature=0.7)
+    assert len(server.requests) == 4
+
+
+async def test_failures_are_not_cached(server: ScriptedLLM) -> None:
+    cache = DictCache()
+    server.script = _sequence(Behaviour(kind="status", status=500))
+    assert (await _run(server, cache=cache, max_tries=1)).status == "failed"
+    assert cache.entries == {}
+    server.script = _sequence(Behaviour())
+    assert (await _run(server, cache=cache, max_tries=1)).status == "ok"
+
+
+def test_requests_carry_statement_language_code_and_never_labels() -> None:
+    user = MESSAGES[1]["content"]
+    assert "Print a + b." in user and "language: python" in user and INPUT.source_code in user
+    assert json.dumps(MESSAGES).count("label") == 0
