@@ -75,6 +75,7 @@ async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
             return
         if job is not None:
             await jobs.mark_running(session, job.job_id)
+        judged = bool(attempt.judges)
         language, source_code, tests = attempt.language, attempt.source_code, _tests(problem.tests)
         mode, entry_point = problem.mode, problem.entry_point
         checker, limits = _checker(problem.checker), _limits(problem.limits)
@@ -123,16 +124,22 @@ async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
             },
             keys=["attempt_id", "run"],
         )
-        # Only the write that moves the attempt to done counts toward its job: a retry never counts twice.
-        moved = await session.execute(
-            update(Attempt)
-            .where(Attempt.attempt_id == attempt_id, Attempt.status.in_(("queued", "running")))
-            .values(
-                status="done", verdict=outcome.verdict, passed=outcome.passed, total=outcome.total, finished_at=utcnow()
+        result = {"verdict": outcome.verdict, "passed": outcome.passed, "total": outcome.total}
+        pending = Attempt.status.in_(("queued", "running"))
+        if judged:
+            # Judging comes next; the judge worker moves the attempt to done and counts it.
+            await session.execute(update(Attempt).where(Attempt.attempt_id == attempt_id, pending).values(**result))
+        else:
+            # Only the write that moves the attempt to done counts toward its job: a retry never counts twice.
+            moved = await session.execute(
+                update(Attempt)
+                .where(Attempt.attempt_id == attempt_id, pending)
+                .values(status="done", finished_at=utcnow(), **result)
             )
-        )
-        if moved.rowcount and job_id:  # type: ignore[attr-defined]
-            await jobs.add_progress(session, job_id)
+            if moved.rowcount and job_id:  # type: ignore[attr-defined]
+                await jobs.add_progress(session, job_id)
+    if judged:
+        await queue.enqueue(Task.JUDGE_ATTEMPT, attempt_id)
     _record_metrics(language, outcome)
 
 

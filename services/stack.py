@@ -17,6 +17,7 @@ import httpx
 
 from services.kernel.db import dispose_engine, init_engine, session_scope
 from services.kernel.embedded import EmbeddedRedis, free_port
+from services.kernel.judges import load_judges
 from services.kernel.keys import ensure_admin_key
 from services.kernel.migrate import upgrade
 
@@ -41,6 +42,7 @@ class EmbeddedStack:
         workers: int = 1,
         database_url: str | None = None,
         redis_url: str | None = None,
+        judges_file: Path | None = None,
         extra_env: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
@@ -52,6 +54,8 @@ class EmbeddedStack:
         self.host = host
         self.port = port or free_port()
         self.workers = workers
+        judges = judges_file or os.environ.get("TRIBUNAL_JUDGES_FILE")
+        self.judges_file = Path(judges).resolve() if judges else None
         self.extra_env = extra_env or {}
         self.redis: EmbeddedRedis | None = None
         self.redis_url = redis_url or os.environ.get("TRIBUNAL_REDIS_URL")
@@ -72,11 +76,17 @@ class EmbeddedStack:
         env.update(self.extra_env)
         env["TRIBUNAL_DATA_DIR"] = str(self.data_dir)
         env["TRIBUNAL_DATABASE_URL"] = self.database_url
+        if self.judges_file is not None:
+            env["TRIBUNAL_JUDGES_FILE"] = str(self.judges_file)
+        else:
+            env.pop("TRIBUNAL_JUDGES_FILE", None)
         assert self.redis_url
         env["TRIBUNAL_REDIS_URL"] = self.redis_url
         return env
 
     def start(self, timeout_s: float = 60.0) -> None:
+        # A bad judges file stops everything before anything starts, with a message naming the key.
+        self.judges = load_judges(self.judges_file)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.redis_url:
             self.redis = EmbeddedRedis(self.data_dir / "redis")
@@ -85,15 +95,17 @@ class EmbeddedStack:
         self.created_admin_key = asyncio.run(_bootstrap_admin_key(self.admin_key_path, self.database_url))
         for index in range(self.workers):
             self.start_worker(f"executor-{index}")
+            self.start_worker(f"judge-{index}")
         self.start_gateway()
         self.wait_ready(timeout_s)
 
     def start_worker(self, name: str) -> subprocess.Popen[bytes]:
-        """Start (or restart) one executor worker process, logging under data_dir/logs."""
+        """Start (or restart) one worker process (`executor-N` or `judge-N`), logging under data_dir/logs."""
+        kind = name.split("-", 1)[0]
         port = free_port()
         self.worker_metrics_ports.append(port)
         env = self.env() | {"TRIBUNAL_WORKER_METRICS_PORT": str(port)}
-        self.processes[name] = self._spawn(name, [sys.executable, "-m", "services.cli", "worker", "executor"], env)
+        self.processes[name] = self._spawn(name, [sys.executable, "-m", "services.cli", "worker", kind], env)
         return self.processes[name]
 
     def start_gateway(self) -> None:
@@ -117,7 +129,7 @@ class EmbeddedStack:
             )
 
     def wait_ready(self, timeout_s: float) -> None:
-        """Block until the gateway says ready and an executor worker has reported its languages."""
+        """Block until the gateway says ready and the workers have reported their languages and judges."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for name, process in self.processes.items():
@@ -135,12 +147,13 @@ class EmbeddedStack:
     def _workers_reported(self) -> bool:
         import redis
 
+        from services.kernel.judges import JUDGES_KEY
         from services.kernel.languages import LANGUAGES_KEY
 
         assert self.redis_url
         client = redis.Redis.from_url(self.redis_url)
         try:
-            return bool(client.exists(LANGUAGES_KEY))
+            return bool(client.exists(LANGUAGES_KEY)) and bool(client.exists(JUDGES_KEY))
         finally:
             client.close()
 

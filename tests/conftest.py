@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from services.stack import EmbeddedStack
+from tests.fake_llm import Behaviour, ScriptedLLM
 from tests.servers import postgres_server, redis_server
 
 
@@ -31,9 +33,49 @@ STACK_ENV = {
 }
 
 
+def _marker_script(request: dict, nth: int) -> Behaviour:
+    """Behaviour chosen by a marker in the judged source (`judge-script: a,b,c`): the n-th try gets the n-th."""
+    text = request["messages"][-1]["content"]
+    marker = "judge-script: "
+    if marker not in text:
+        return Behaviour()
+    names = text.split(marker, 1)[1].split("\n", 1)[0].strip().split(",")
+    name = names[min(nth, len(names)) - 1]
+    scripted = {
+        "valid": Behaviour(),
+        "fenced": Behaviour(kind="fenced"),
+        "truncated": Behaviour(kind="raw", content='{"p_ac": 0.9, "s_al'),
+        "range": Behaviour(payload={"p_ac": 1.3, "s_algo": 3, "s_robust": 3, "rationale": "x"}),
+        "http500": Behaviour(kind="status", status=500),
+        "http429": Behaviour(kind="status", status=429, retry_after=0.2),
+        "renamed": Behaviour(served_model="scripted-model-2026-06-01"),
+        "low": Behaviour(payload={"p_ac": 0.1, "s_algo": 1, "s_robust": 2, "rationale": "wrong"}),
+    }
+    return scripted[name]
+
+
+@pytest.fixture(scope="session")
+def scripted_llm() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM(script=_marker_script) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def judges_file(tmp_path_factory: pytest.TempPathFactory, scripted_llm: ScriptedLLM) -> Path:
+    """Cheap offline judges and one LLM judge served by the scripted server (lint and CodeBLEU are tested apart)."""
+    path = tmp_path_factory.mktemp("judges") / "judges.toml"
+    path.write_text(
+        '[[judge]]\nname = "sample_tests"\nkind = "offline"\nmethod = "sample_tests"\n\n'
+        '[[judge]]\nname = "edit_similarity"\nkind = "offline"\nmethod = "edit_similarity"\n\n'
+        f'[[judge]]\nname = "scripted"\nkind = "llm"\nrubric = "cocreation"\nbase_url = "{scripted_llm.base_url}"\n'
+        'model = "scripted-model"\nmax_tries = 3\ntimeout_s = 5\nbackoff_s = 0.02\nbackoff_max_s = 0.1\n'
+    )
+    return path
+
+
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
 def stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, redis_url: str
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, redis_url: str, judges_file: Path
 ) -> Iterator[EmbeddedStack]:
     """The whole platform as separate processes, once on SQLite and once on PostgreSQL."""
     database_url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
@@ -43,6 +85,7 @@ def stack(
         tmp_path_factory.mktemp(f"stack-{request.param}"),
         database_url=database_url,
         redis_url=f"{redis_url.rsplit('/', 1)[0]}/{db_number}",
+        judges_file=judges_file,
         extra_env=STACK_ENV,
     )
     stack.start()

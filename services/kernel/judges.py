@@ -50,6 +50,8 @@ class LLMJudge(_Judge):
     timeout_s: float = Field(default=60.0, gt=0, le=3600)
     max_tries: int = Field(default=4, ge=1, le=20)
     deadline_s: float = Field(default=900.0, gt=0, description="Bound on one judgment, retries and waits included.")
+    backoff_s: float = Field(default=0.5, gt=0, le=60, description="First retry waits up to this (full jitter).")
+    backoff_max_s: float = Field(default=30.0, gt=0, le=600)
     concurrency: int = Field(default=16, ge=1, le=1024)
     requests_per_minute: float = Field(default=600.0, gt=0)
     response_format: Literal["json_schema", "json_object", "none"] = "json_schema"

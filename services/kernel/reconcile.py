@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from services.kernel import queue, telemetry
 from services.kernel.db import session_scope
-from services.kernel.models import Attempt, Job, utcnow
+from services.kernel.models import Attempt, Execution, Job, JobUnit, utcnow
 from services.kernel.queue import Task
 
 log = logging.getLogger("tribunal.reconcile")
@@ -22,13 +22,15 @@ _BATCH = 2000
 
 
 async def reconcile_once(pool: ArqRedis, grace_s: float) -> int:
-    """Enqueue every pending attempt and direct execution older than `grace_s` that Redis does not hold."""
+    """Enqueue every pending execution, judging and direct execution older than `grace_s` that Redis lost."""
     cutoff = utcnow() - timedelta(seconds=grace_s)
     async with session_scope() as session:
-        attempt_ids = (
-            await session.scalars(
-                select(Attempt.attempt_id)
+        # An attempt with its execution stored is waiting for its judges; without, for the executor.
+        pending = (
+            await session.execute(
+                select(Attempt.attempt_id, Execution.id)
                 .outerjoin(Job, Job.job_id == Attempt.job_id)
+                .outerjoin(Execution, (Execution.attempt_id == Attempt.attempt_id) & (Execution.run == 0))
                 .where(
                     Attempt.status.in_(("queued", "running")),
                     Attempt.created_at < cutoff,
@@ -41,17 +43,28 @@ async def reconcile_once(pool: ArqRedis, grace_s: float) -> int:
         direct_ids = (
             await session.scalars(
                 select(Job.job_id)
-                .where(
-                    Job.kind == "execute_direct",
-                    Job.status.in_(("queued", "running")),
-                    Job.created_at < cutoff,
-                )
+                .where(Job.kind == "execute_direct", Job.status.in_(("queued", "running")), Job.created_at < cutoff)
                 .order_by(Job.created_at)
                 .limit(_BATCH)
             )
         ).all()
+        rejudge_subjects: list[str] = []
+        for job in (
+            await session.scalars(
+                select(Job).where(Job.kind == "judge", Job.status.in_(("queued", "running")), Job.created_at < cutoff)
+            )
+        ).all():
+            counted = set((await session.scalars(select(JobUnit.unit).where(JobUnit.job_id == job.job_id))).all())
+            rejudge_subjects += [
+                f"{a}@{job.job_id}" for a in (job.params or {}).get("attempt_ids", []) if a not in counted
+            ]
+    work = [
+        (Task.EXECUTE_ATTEMPT, [a for a, executed in pending if executed is None]),
+        (Task.JUDGE_ATTEMPT, [a for a, executed in pending if executed is not None] + rejudge_subjects[:_BATCH]),
+        (Task.EXECUTE_DIRECT, list(direct_ids)),
+    ]
     restored = 0
-    for task, subjects in ((Task.EXECUTE_ATTEMPT, attempt_ids), (Task.EXECUTE_DIRECT, direct_ids)):
+    for task, subjects in work:
         for subject in subjects:
             if await queue.task_status(task, subject, pool=pool) == JobStatus.not_found:
                 if await queue.enqueue(task, subject, pool=pool):

@@ -1,0 +1,71 @@
+"""Judges: the configured panel, and re-judging (retry what failed, or ask for fresh repeats)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import Field, field_validator
+from sqlalchemy import select
+
+from gateway.deps import ReadKey, SessionDep, SubmitKey
+from gateway.errors import field_error
+from gateway.schemas import Condition, _In
+from gateway.submissions import resolve_judging
+from services.kernel import jobs, queue
+from services.kernel.judges import configured_judges, public_view
+from services.kernel.models import Attempt
+from services.kernel.queue import Task
+from services.kernel.settings import get_settings
+
+router = APIRouter(tags=["judges"])
+
+
+class JudgmentsIn(_In):
+    attempt_ids: list[str] = Field(min_length=1)
+    judges: list[str] | None = None
+    conditions: list[Condition] | None = None
+    repeats: int = Field(default=1, ge=1, le=100)
+
+    @field_validator("attempt_ids")
+    @classmethod
+    def _within_limit(cls, ids: list[str]) -> list[str]:
+        limit = get_settings().max_batch_size
+        if len(ids) > limit:
+            raise ValueError(f"{len(ids)} attempts; the limit is {limit} per request")
+        return list(dict.fromkeys(ids))
+
+
+@router.get("/v1/judges")
+async def list_judges(_: ReadKey) -> list[dict[str, Any]]:
+    settings = get_settings()
+    return [public_view(j) for j in configured_judges(str(settings.judges_file) if settings.judges_file else None)]
+
+
+@router.post("/v1/judgments", status_code=202)
+async def rejudge(body: JudgmentsIn, principal: SubmitKey, session: SessionDep) -> dict[str, Any]:
+    """Judge attempts again: units with an ok row are skipped, so this retries failures and adds repeats."""
+    judges, conditions = resolve_judging(
+        body.judges, list(body.conditions) if body.conditions else None, ["body", "judges"]
+    )
+    found = set(
+        (
+            await session.scalars(
+                select(Attempt.attempt_id).where(
+                    Attempt.attempt_id.in_(body.attempt_ids), Attempt.tenant == principal.tenant
+                )
+            )
+        ).all()
+    )
+    for index, attempt_id in enumerate(body.attempt_ids):
+        if attempt_id not in found:
+            raise field_error(["body", "attempt_ids", index], f"no attempt {attempt_id!r}", 404)
+    params = {"attempt_ids": body.attempt_ids, "judges": judges, "conditions": conditions, "repeats": body.repeats}
+    job = jobs.create_job(session, tenant=principal.tenant, kind="judge", total=len(body.attempt_ids), params=params)
+    await session.commit()
+    try:
+        for attempt_id in body.attempt_ids:
+            await queue.enqueue(Task.JUDGE_ATTEMPT, f"{attempt_id}@{job.job_id}")
+    except Exception:  # noqa: BLE001 - the reconciler enqueues what the database holds
+        pass
+    return {"job_id": job.job_id, "status": "queued", "judges": judges, "conditions": conditions}

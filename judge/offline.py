@@ -1,0 +1,614 @@
+"""Offline judges: score an attempt without any LLM or network, from its public tests, a reference, or a linter.
+
+Five methods, each a plain function returning an `OfflineScore` (or raising `OfflineUnavailable` with the reason
+the attempt cannot be scored by it, which the caller records as a failed judgment, never as a low score):
+
+- `sample_tests`: the attempt's own results on the problem's *public* tests (hidden tests are the ground truth the
+  judges are measured against, so they never reach a judge). Fills the co-creation rubric (p_ac, s_algo, s_robust).
+- `chrf`, `codebleu`, `edit_similarity`: the rule-based reference metrics of AXIOM IV-D1 (ChrF++, CodeBLEU and
+  token edit similarity), computed on Pygments token streams with whitespace and comments discarded.
+- `lint`: static analysis only (pylint for Python, cppcheck for C and C++); the program is never run.
+
+The 0..5 score of a reference or lint method is `round(5 * raw)` with raw clamped into [0, 1]: IV-D1's min-max
+normalisation taken over the metric's theoretical range [0, 1]. IV-D1's *data-set* min-max (over the observed
+minimum and maximum raw scores of one metric) needs every row at once, so reports apply it later to the stored
+`raw`. Rounding is half up everywhere (2.5 -> 3), not Python's round-half-to-even.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import tokenize
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from pygments.lexer import Lexer
+from pygments.lexers import get_lexer_by_name
+from pygments.token import Comment, _TokenType
+from rapidfuzz.distance import Levenshtein
+
+LANGUAGES = ("python", "c", "cpp", "java")
+METHODS = ("sample_tests", "chrf", "codebleu", "edit_similarity", "lint")
+
+LINT_TIMEOUT_S = 10.0
+LINT_ADDRESS_SPACE_BYTES = 1 << 30
+LINT_CPU_S = 20
+LINT_FILE_SIZE_BYTES = 16 << 20
+# cppcheck lint quality: raw = max(0, 1 - 0.1 * (5 * errors + other findings)). Errors (out-of-bounds access,
+# undefined behaviour, leaks) weigh five times the rest, as in pylint's default evaluation.
+CPPCHECK_FINDINGS_FOR_ZERO = 10
+CPPCHECK_ERROR_WEIGHT = 5
+
+# Logic failures lower s_algo; resource failures lower s_robust; IE is the platform's fault, not the program's.
+_LOGIC_FAILURES = frozenset({"WA", "RE"})
+_RESOURCE_FAILURES = frozenset({"TLE", "MLE", "OLE"})
+_TEST_STATUSES = frozenset({"AC", "IE"}) | _LOGIC_FAILURES | _RESOURCE_FAILURES
+
+# Pygments files C/C++ preprocessor directives under Comment.Preproc*, but they are code, not comments.
+_CODE_COMMENT_TYPES = (Comment.Preproc, Comment.PreprocFile)
+
+
+class OfflineUnavailable(Exception):
+    """This judge cannot score this attempt (no reference in a usable language, no public tests, unsupported
+    language, tool missing); str(exc) is the recorded reason."""
+
+
+@dataclass(frozen=True)
+class OfflineScore:
+    """One offline judgment.
+
+    Attributes:
+        p_ac: In [0, 1]: the estimate that the attempt is accepted (sample_tests), the raw similarity
+            (reference-based methods) or the lint quality (lint).
+        score: The 0..5 scale, an integer-valued float.
+        fields: The rubric fields stored with the row (JSON-serialisable). sample_tests: exactly
+            {"p_ac", "s_algo", "s_robust", "rationale"}; the others: {"raw", "score", "rationale", ...detail}.
+        rationale: A short human-readable justification (also in `fields`).
+    """
+
+    p_ac: float | None
+    score: float
+    fields: dict[str, Any]
+    rationale: str
+
+
+def _round_half_up(value: float) -> int:
+    # The tolerance keeps float noise (e.g. 2.4999999999999996 for an exact half) from deciding a grade.
+    return math.floor(value + 0.5 + 1e-9)
+
+
+def _grade(raw: float) -> int:
+    """IV-D1's normalisation over the theoretical range [0, 1]: round(5 * raw), raw clamped."""
+    return _round_half_up(5 * min(1.0, max(0.0, raw)))
+
+
+def _check_language(language: str) -> None:
+    if language not in LANGUAGES:
+        raise OfflineUnavailable(f"unsupported language {language!r}")
+
+
+# --- sample_tests ----------------------------------------------------------------------------------------------
+
+
+def sample_tests(
+    execution_tests: list[dict[str, Any]], *, compile_error: bool = False, public_total: int | None = None
+) -> OfflineScore:
+    """Judge an attempt by its results on the public tests only.
+
+    Mapping, over the public tests with a verdict (tests that ended in IE, an internal error of the platform,
+    are left out: they say nothing about the program):
+
+    - p_ac = (passed + 1) / (public + 2): Laplace's rule of succession, so never exactly 0 or 1 (passing every
+      public test is evidence, not proof, that the hidden tests pass). E.g. 3 of 4 passed -> 4/6.
+    - s_algo = 1 + round(4 * (1 - logic_failures / public)), logic failures being WA and RE.
+    - s_robust = 1 + round(4 * (1 - resource_failures / public)), resource failures being TLE, MLE and OLE.
+    - score (0..5) = round(5 * p_ac).
+
+    A compile error (`compile_error=True`; the caller passes `public_total`, the problem's number of public tests,
+    because a CE attempt has no per-test results) means no test can pass: p_ac = 1 / (public_total + 2), and
+    s_algo = s_robust = 1 (a program that does not build fails even the basic cases). Outside a compile error,
+    `public_total` only words the reason when there are no public results to judge.
+
+    Args:
+        execution_tests: The stored per-test results: dicts with "index", "status" (AC/WA/TLE/MLE/OLE/RE/IE),
+            "public" (bool), "time_ms", "memory_kb".
+        compile_error: The attempt did not compile.
+        public_total: The number of public tests of the problem.
+
+    Raises:
+        OfflineUnavailable: no public tests (or no results for them), or every public test ended in an internal
+            error.
+        ValueError: a test has a status outside AC/WA/TLE/MLE/OLE/RE/IE.
+    """
+    if compile_error:
+        if not public_total or public_total <= 0:
+            raise OfflineUnavailable("no public tests")
+        p_ac = 1 / (public_total + 2)
+        rationale = (
+            f"Compile error: none of the {public_total} public tests can pass; "
+            f"p_ac = 1/{public_total + 2} = {p_ac:.2f} (Laplace)."
+        )
+        return _sample_score(p_ac, 1, 1, rationale)
+
+    public = [test for test in execution_tests if test.get("public") is True]
+    for test in public:
+        if test.get("status") not in _TEST_STATUSES:
+            raise ValueError(f"public test {test.get('index')} has unknown status {test.get('status')!r}")
+    if not public:
+        if public_total:  # the problem has public tests but the execution left no results (e.g. a build IE)
+            raise OfflineUnavailable(f"no results for the problem's {public_total} public tests")
+        raise OfflineUnavailable("no public tests")
+    judged = [test for test in public if test["status"] != "IE"]
+    internal = len(public) - len(judged)
+    if not judged:
+        raise OfflineUnavailable(f"every public test ({internal}) ended in an internal error")
+
+    total = len(judged)
+    passed = sum(test["status"] == "AC" for test in judged)
+    logic = sum(test["status"] in _LOGIC_FAILURES for test in judged)
+    resource_failures = sum(test["status"] in _RESOURCE_FAILURES for test in judged)
+    p_ac = (passed + 1) / (total + 2)
+    s_algo = 1 + _round_half_up(4 * (1 - logic / total))
+    s_robust = 1 + _round_half_up(4 * (1 - resource_failures / total))
+
+    failed = [f"#{test.get('index')} {test['status']}" for test in judged if test["status"] != "AC"]
+    rationale = f"{passed} of {total} public tests passed"
+    rationale += f"; failed: {', '.join(failed)}" if failed else ""
+    rationale += f"; {internal} ended in an internal error and were not counted" if internal else ""
+    rationale += f". p_ac = {passed + 1}/{total + 2} = {p_ac:.2f} (Laplace)."
+    return _sample_score(p_ac, s_algo, s_robust, rationale)
+
+
+def _sample_score(p_ac: float, s_algo: int, s_robust: int, rationale: str) -> OfflineScore:
+    fields = {"p_ac": p_ac, "s_algo": s_algo, "s_robust": s_robust, "rationale": rationale}
+    return OfflineScore(p_ac=p_ac, score=float(_grade(p_ac)), fields=fields, rationale=rationale)
+
+
+# --- tokens (IV-D1: Pygments lexers, whitespace and comments discarded) ----------------------------------------
+
+
+@cache
+def _lexer(language: str) -> Lexer:
+    return get_lexer_by_name(language)
+
+
+def _is_comment(token_type: _TokenType) -> bool:
+    return token_type in Comment and not any(token_type in kept for kept in _CODE_COMMENT_TYPES)
+
+
+def code_tokens(source: str, language: str) -> list[str]:
+    """The program's Pygments tokens (lexer by language), without whitespace and comment tokens.
+
+    Preprocessor directives (which Pygments types as Comment.Preproc) are kept; Python docstrings are strings and
+    are kept too.
+
+    Raises:
+        OfflineUnavailable: the language is not python, c, cpp or java.
+    """
+    _check_language(language)
+    tokens = []
+    for token_type, value in _lexer(language).get_tokens(source):
+        text = value.strip()
+        if text and not _is_comment(token_type):
+            tokens.append(text)
+    return tokens
+
+
+def _without_comments(source: str, language: str) -> str:
+    """The source with every comment blanked (newlines kept, so it still parses and line structure holds)."""
+    parts = []
+    for token_type, value in _lexer(language).get_tokens(source):
+        if _is_comment(token_type):
+            parts.append("\n" * value.count("\n") or " ")
+        else:
+            parts.append(value)
+    return "".join(parts)
+
+
+def _reference_result(method: str, raw: float, rationale_detail: str, detail: dict[str, Any]) -> OfflineScore:
+    raw = min(1.0, max(0.0, raw))
+    score = _grade(raw)
+    rationale = f"{method} = {raw:.3f} against the reference ({rationale_detail}); score = round(5 * raw) = {score}."
+    fields = {"raw": raw, "score": score, "rationale": rationale, **detail}
+    return OfflineScore(p_ac=raw, score=float(score), fields=fields, rationale=rationale)
+
+
+# --- chrF++ --------------------------------------------------------------------------------------------------------
+
+
+def chrf(candidate: str, reference: str, language: str) -> OfflineScore:
+    """ChrF++ (sacrebleu `CHRF(word_order=2)`, sentence level) between the token streams joined by single spaces.
+
+    chrF ignores whitespace inside its character n-grams and its word n-grams are then Pygments tokens.
+    raw = chrF / 100. Two empty token streams are identical: raw = 1.0 (sacrebleu would say 0).
+    """
+    _check_language(language)
+    try:
+        from sacrebleu.metrics import CHRF
+    except ImportError as exc:
+        raise OfflineUnavailable("chrf: sacrebleu is not installed") from exc
+    cand_tokens, ref_tokens = code_tokens(candidate, language), code_tokens(reference, language)
+    if not cand_tokens and not ref_tokens:
+        value = 100.0
+    else:
+        value = CHRF(word_order=2).sentence_score(" ".join(cand_tokens), [" ".join(ref_tokens)]).score
+    detail = {"chrf": value, "candidate_tokens": len(cand_tokens), "reference_tokens": len(ref_tokens)}
+    return _reference_result("chrF++", value / 100, f"{len(cand_tokens)} vs {len(ref_tokens)} tokens", detail)
+
+
+# --- CodeBLEU ------------------------------------------------------------------------------------------------------
+
+_CODEBLEU_LOCK = threading.Lock()
+_CODEBLEU_NO_DATAFLOW = "WARNING: There is no reference data-flows"
+
+
+class _DegenerateDataflowFilter(logging.Filter):
+    """Catches (and silences) codebleu's root-logger warning that the reference has no data flow."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith(_CODEBLEU_NO_DATAFLOW):
+            self.seen = True
+            return False
+        return True
+
+
+@contextmanager
+def _codebleu_dataflow_warning() -> Iterator[_DegenerateDataflowFilter]:
+    # codebleu warns through `logging.warning`, which configures the root logger (basicConfig) when it has no
+    # handler: a NullHandler for the duration keeps the application's logging set-up untouched.
+    root = logging.getLogger()
+    catcher = _DegenerateDataflowFilter()
+    placeholder = logging.NullHandler() if not root.handlers else None
+    if placeholder is not None:
+        root.addHandler(placeholder)
+    root.addFilter(catcher)
+    try:
+        yield catcher
+    finally:
+        root.removeFilter(catcher)
+        if placeholder is not None:
+            root.removeHandler(placeholder)
+
+
+def codebleu(candidate: str, reference: str, language: str) -> OfflineScore:
+    """CodeBLEU (the `codebleu` package) with equal weights over its four components.
+
+    The n-gram components see the Pygments tokens (whitespace and comments discarded); the syntax and data-flow
+    components need parseable code and see the source with its comments blanked.
+
+    The package scores the data-flow component as 1 whenever it is 0 (`dataflow or 1`), which hands a program that
+    shares no data flow with the reference a quarter of the score for free. Here the component keeps its value
+    0 when the reference has data flows; when the reference has none (the package warns the component
+    "degenerates"), the component is left out and raw is the mean of the other three.
+    """
+    _check_language(language)
+    try:
+        from codebleu import calc_codebleu
+        from codebleu.utils import get_tree_sitter_language
+    except ImportError as exc:
+        raise OfflineUnavailable("codebleu: the codebleu package is not installed") from exc
+    try:
+        get_tree_sitter_language(language)
+    except Exception as exc:  # the grammar wheel is missing or built for another tree-sitter ABI
+        raise OfflineUnavailable(f"codebleu: no usable tree-sitter grammar for {language}: {exc!r}") from exc
+
+    cand_source, ref_source = _without_comments(candidate, language), _without_comments(reference, language)
+
+    def tokenizer(text: str) -> list[str]:
+        return code_tokens(text, language)
+
+    with _CODEBLEU_LOCK, _codebleu_dataflow_warning() as dataflow_warning:
+        result = calc_codebleu([ref_source], [cand_source], lang=language, tokenizer=tokenizer)
+    ngram = float(result["ngram_match_score"])
+    weighted = float(result["weighted_ngram_match_score"])
+    syntax = float(result["syntax_match_score"])
+    dataflow: float | None = None if dataflow_warning.seen else float(result["dataflow_match_score"])
+    parts = [ngram, weighted, syntax] + ([] if dataflow is None else [dataflow])
+    raw = sum(parts) / len(parts)
+    detail = {
+        "codebleu_package": float(result["codebleu"]),
+        "ngram_match": ngram,
+        "weighted_ngram_match": weighted,
+        "syntax_match": syntax,
+        "dataflow_match": dataflow,
+    }
+    summary = f"n-gram {ngram:.2f}, weighted {weighted:.2f}, syntax {syntax:.2f}, data flow " + (
+        "n/a: the reference has none" if dataflow is None else f"{dataflow:.2f}"
+    )
+    return _reference_result("CodeBLEU", raw, summary, detail)
+
+
+# --- edit similarity -----------------------------------------------------------------------------------------------
+
+
+def edit_similarity(candidate: str, reference: str, language: str) -> OfflineScore:
+    """Token edit similarity (IV-D1): raw = 1 - d / max(|p|, |p_ref|), d the token-level Levenshtein distance.
+
+    Tokens are Pygments tokens without whitespace and comments; two empty token lists are identical (raw 1.0).
+    """
+    cand_tokens, ref_tokens = code_tokens(candidate, language), code_tokens(reference, language)
+    longest = max(len(cand_tokens), len(ref_tokens))
+    distance = Levenshtein.distance(cand_tokens, ref_tokens)
+    raw = 1.0 if longest == 0 else 1 - distance / longest
+    detail = {"distance": distance, "candidate_tokens": len(cand_tokens), "reference_tokens": len(ref_tokens)}
+    return _reference_result("edit similarity", raw, f"{distance} token edits, longer program {longest} tokens", detail)
+
+
+# --- lint ----------------------------------------------------------------------------------------------------------
+
+# pylint honours `# pylint: disable=...` in the linted file; an attempt must not switch its own judge off.
+_PYLINT_PRAGMA = re.compile(r"\bpylint(\s*:)", re.IGNORECASE)
+# Tool failures of cppcheck itself, not findings about the program.
+_CPPCHECK_INTERNAL = frozenset({"internalAstError", "internalError", "cppcheckError", "syntaxErrorInternal"})
+_CPPCHECK_IGNORED_SEVERITIES = frozenset({"information", "debug", "none"})
+
+
+def lint(source: str, language: str) -> OfflineScore:
+    """Static lint quality in [0, 1]; the program is only read, never built or run.
+
+    - python: pylint with its default checks; raw = pylint's 0..10 score / 10 (a syntax error scores 0).
+      `pylint:` pragmas in the attempt's comments are neutralised first (same length, so line numbers and
+      line-length checks are unchanged).
+    - c, cpp: cppcheck --enable=warning,style,performance,portability; raw = max(0, 1 - 0.1 * weighted findings),
+      a finding of severity error weighing 5 and one of severity warning, style, performance or portability 1
+      (pylint's 5:1 ratio); so one out-of-bounds write scores 0.5 and ten style findings score 0.
+    - java: no linter.
+
+    The tool runs in a fresh temporary directory with an environment of only PATH, HOME (that directory) and LANG,
+    a 10 s wall-clock timeout, and RLIMIT_AS 1 GiB / RLIMIT_CPU 20 s.
+
+    Raises:
+        OfflineUnavailable: java or another unsupported language, empty source, the tool is missing, times out,
+            crashes or reports a failure of its own.
+    """
+    _check_language(language)
+    if language == "java":
+        raise OfflineUnavailable("lint: no linter for java")
+    if not source.strip():
+        raise OfflineUnavailable("lint: empty source")
+    if language == "python":
+        return _pylint(source)
+    return _cppcheck(source, language)
+
+
+def _limit_resources() -> None:
+    # Runs in the child between fork and exec: only lowers limits, never raises a hard limit.
+    for limit, wanted in (
+        (resource.RLIMIT_AS, LINT_ADDRESS_SPACE_BYTES),
+        (resource.RLIMIT_CPU, LINT_CPU_S),
+        (resource.RLIMIT_FSIZE, LINT_FILE_SIZE_BYTES),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        _, hard = resource.getrlimit(limit)
+        value = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(limit, (value, value))
+
+
+def _run_tool(tool: str, argv: list[str], workdir: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "LANG": "C.UTF-8"}
+    process = subprocess.Popen(
+        argv,
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        preexec_fn=_limit_resources,
+        start_new_session=True,  # its own process group, so a timeout kills everything it started
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=LINT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise OfflineUnavailable(f"lint: {tool} timed out after {LINT_TIMEOUT_S:g} s") from None
+    if process.returncode < 0:
+        name = signal.Signals(-process.returncode).name
+        raise OfflineUnavailable(f"lint: {tool} was killed by {name} (resource limit?)")
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+def _neutralise_pylint_pragmas(source: str) -> tuple[str, int]:
+    """Rewrite `pylint:` in comments to `pyl1nt:`; returns the new source and how many comments changed."""
+    lines = io.StringIO(source).readlines()
+    try:
+        comments = [
+            token for token in tokenize.generate_tokens(io.StringIO(source).readline) if token.type == tokenize.COMMENT
+        ]
+    except (tokenize.TokenError, SyntaxError):
+        return source, 0  # unparseable: pylint reports a syntax error and scores 0 whatever the pragmas say
+    changed = 0
+    for token in comments:
+        if not _PYLINT_PRAGMA.search(token.string):
+            continue
+        row, col = token.start
+        line = lines[row - 1]
+        rewritten = _PYLINT_PRAGMA.sub(r"pyl1nt\1", token.string)
+        lines[row - 1] = line[:col] + rewritten + line[col + len(token.string) :]
+        changed += 1
+    return "".join(lines), changed
+
+
+def _pylint(source: str) -> OfflineScore:
+    if find_spec("pylint") is None:
+        raise OfflineUnavailable("lint: pylint is not installed")
+    linted, pragmas = _neutralise_pylint_pragmas(source)
+    with tempfile.TemporaryDirectory(prefix="tribunal-lint-") as tmp:
+        workdir = Path(tmp)
+        (workdir / "solution.py").write_text(linted, encoding="utf-8")
+        # An explicit empty rcfile: no pylintrc of the host (/etc/pylintrc, a parent pyproject.toml) applies.
+        (workdir / "pylintrc").write_text("", encoding="utf-8")
+        argv = [
+            sys.executable,
+            "-I",  # isolated: no PYTHON* variables, no user site, the working directory not on sys.path
+            "-m",
+            "pylint",
+            "--rcfile=pylintrc",
+            "--persistent=n",
+            "--score=y",
+            "--output-format=json2",
+            "solution.py",
+        ]
+        completed = _run_tool("pylint", argv, workdir)
+    # Exit status bits: 1 fatal, 2 error, 4 warning, 8 refactor, 16 convention, 32 usage error. Messages of
+    # classes 2..16 are findings (the score accounts for them); 1 and 32 mean pylint itself did not do its job.
+    status = completed.returncode
+    if status & 32:
+        raise OfflineUnavailable(f"lint: pylint usage error: {_tail(completed.stderr)}")
+    try:
+        report = json.loads(completed.stdout)
+        messages = report["messages"]
+        value = report["statistics"]["score"]
+    except (ValueError, KeyError, TypeError):
+        raise OfflineUnavailable(f"lint: pylint gave no report (exit {status}): {_tail(completed.stderr)}") from None
+    if status & 1:
+        fatal = sorted({m.get("symbol", "?") for m in messages if m.get("type") == "fatal"}) or ["no message"]
+        raise OfflineUnavailable(f"lint: pylint failed on this file ({', '.join(fatal)})")
+    if not isinstance(value, int | float):
+        raise OfflineUnavailable("lint: pylint gave no score")
+    counts = Counter(str(m.get("type")) for m in messages)
+    symbols = Counter(str(m.get("symbol")) for m in messages)
+    raw = min(1.0, max(0.0, float(value) / 10))
+    score = _grade(raw)
+    found = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no messages"
+    top = ", ".join(f"{symbol} x{n}" for symbol, n in symbols.most_common(5))
+    rationale = f"pylint {float(value):.2f}/10 ({found}{': ' + top if top else ''}); score = round(5 * raw) = {score}."
+    fields = {
+        "raw": raw,
+        "score": score,
+        "rationale": rationale,
+        "tool": "pylint",
+        "pylint_score": float(value),
+        "message_counts": dict(counts),
+        "messages": [{"symbol": m.get("symbol"), "type": m.get("type"), "line": m.get("line")} for m in messages[:50]],
+        "pragmas_neutralised": pragmas,
+    }
+    return OfflineScore(p_ac=raw, score=float(score), fields=fields, rationale=rationale)
+
+
+def _cppcheck(source: str, language: str) -> OfflineScore:
+    binary = shutil.which("cppcheck")
+    if binary is None:
+        raise OfflineUnavailable("lint: cppcheck is not installed")
+    file_name = "solution.c" if language == "c" else "solution.cpp"
+    with tempfile.TemporaryDirectory(prefix="tribunal-lint-") as tmp:
+        workdir = Path(tmp)
+        (workdir / file_name).write_text(source, encoding="utf-8")
+        argv = [
+            binary,
+            "--enable=warning,style,performance,portability",
+            f"--language={'c' if language == 'c' else 'c++'}",
+            "--xml",
+            "--xml-version=2",
+            "--quiet",
+            file_name,
+        ]
+        completed = _run_tool("cppcheck", argv, workdir)
+    if completed.returncode != 0:
+        raise OfflineUnavailable(f"lint: cppcheck exited {completed.returncode}: {_tail(completed.stderr)}")
+    try:
+        elements = ET.fromstring(completed.stderr).iter("error")
+        reported = [(e.get("id", "?"), e.get("severity", "?"), e.get("msg", ""), _line(e)) for e in elements]
+    except ET.ParseError:
+        raise OfflineUnavailable(f"lint: cppcheck gave no XML report: {_tail(completed.stderr)}") from None
+    internal = sorted({ident for ident, *_ in reported if ident in _CPPCHECK_INTERNAL})
+    if internal:
+        raise OfflineUnavailable(f"lint: cppcheck failed on this file ({', '.join(internal)})")
+    findings = [r for r in reported if r[1] not in _CPPCHECK_IGNORED_SEVERITIES]
+    errors = sum(severity == "error" for _, severity, _, _ in findings)
+    weighted = CPPCHECK_ERROR_WEIGHT * errors + (len(findings) - errors)
+    raw = max(0, CPPCHECK_FINDINGS_FOR_ZERO - weighted) / CPPCHECK_FINDINGS_FOR_ZERO
+    score = _grade(raw)
+    listed = "; ".join(f"{ident} ({severity}) line {line}" for ident, severity, _, line in findings[:5])
+    rationale = (
+        f"cppcheck: {len(findings)} finding{'s' if len(findings) != 1 else ''}{': ' + listed if listed else ''}; "
+        f"raw = max(0, 1 - 0.1 * (5 * {errors} errors + {len(findings) - errors} others)) = {raw:.1f}, "
+        f"score = {score}."
+    )
+    fields = {
+        "raw": raw,
+        "score": score,
+        "rationale": rationale,
+        "tool": "cppcheck",
+        # Messages are not kept: cppcheck follows `#include "/abs/path"`, so a message could quote a host file.
+        "findings": [{"id": ident, "severity": severity, "line": line} for ident, severity, _, line in findings[:50]],
+        "finding_count": len(findings),
+        "error_count": errors,
+    }
+    return OfflineScore(p_ac=raw, score=float(score), fields=fields, rationale=rationale)
+
+
+def _line(error: ET.Element) -> int | None:
+    location = error.find("location")
+    line = location.get("line") if location is not None else None
+    return int(line) if line and line.isdigit() else None
+
+
+def _tail(text: str, limit: int = 300) -> str:
+    text = text.strip()
+    return text[-limit:] if text else "no output"
+
+
+# --- dispatch ------------------------------------------------------------------------------------------------------
+
+
+def score_offline(
+    method: str,
+    *,
+    source: str,
+    language: str,
+    references: list[dict[str, str]],
+    execution_tests: list[dict[str, Any]],
+    compile_error: bool = False,
+    public_total: int | None = None,
+) -> OfflineScore:
+    """Run one offline method on an attempt.
+
+    Reference-based methods (chrf, codebleu, edit_similarity) use the first reference whose "language" equals the
+    attempt's; references are dicts with "language" and "source_code", as stored with the problem.
+
+    Raises:
+        OfflineUnavailable: the method cannot score this attempt (the reason is the message).
+        ValueError: the method is unknown.
+    """
+    if method == "sample_tests":
+        return sample_tests(execution_tests, compile_error=compile_error, public_total=public_total)
+    if method == "lint":
+        return lint(source, language)
+    metrics = {"chrf": chrf, "codebleu": codebleu, "edit_similarity": edit_similarity}
+    if method not in metrics:
+        raise ValueError(f"unknown offline method {method!r}; expected one of {', '.join(METHODS)}")
+    _check_language(language)
+    reference = next((ref for ref in references if ref.get("language") == language), None)
+    if reference is None:
+        raise OfflineUnavailable(f"no reference solution in {language}")
+    reference_source = reference.get("source_code")
+    if not isinstance(reference_source, str):
+        raise OfflineUnavailable(f"the {language} reference solution has no source_code")
+    return metrics[method](source, reference_source, language)
