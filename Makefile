@@ -16,10 +16,11 @@ test: setup
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	.venv/bin/mypy services gateway executor metrics
+	.venv/bin/mypy services gateway executor judge metrics
 
 bench: setup
 	.venv/bin/python bench/run.py
+	.venv/bin/python bench/bench_judge.py
 
 clean:
 	rm -rf .venv .tribunal .pytest_cache .mypy_cache .ruff_cache

@@ -40,3 +40,6 @@ def test_gateway_and_worker_export_metrics(stack: EmbeddedStack, tenant_client: 
     assert 'tribunal_sandbox_seconds_bucket{language="python"' in worker_text
     assert 'tribunal_task_duration_seconds_count{outcome="ok",task="execute_attempt"}' in worker_text
     assert 'tribunal_jobs_total{kind="execute_attempt",status="succeeded"}' in worker_text
+    assert 'tribunal_judge_requests_total{judge="scripted",outcome="ok"}' in worker_text
+    assert 'tribunal_judgments_total{judge="sample_tests",status="ok"}' in worker_text
+    assert 'tribunal_judge_request_seconds_bucket{judge="scripted"' in worker_text
