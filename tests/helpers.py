@@ -86,3 +86,22 @@ def count_rows(database_url: str, sql: str, **params: Any) -> int:
             await engine.dispose()
 
     return asyncio.run(run())
+
+
+def fetch_rows(database_url: str, sql: str, **params: Any) -> list[dict[str, Any]]:
+    """Rows of a query straight against the stack's database, as dicts."""
+    import asyncio
+
+    from sqlalchemy import text
+
+    from services.kernel.db import make_engine
+
+    async def run() -> list[dict[str, Any]]:
+        engine = make_engine(database_url, role="tests")
+        try:
+            async with engine.connect() as connection:
+                return [dict(row._mapping) for row in (await connection.execute(text(sql), params)).all()]
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())

@@ -219,3 +219,28 @@ def test_invalid_judges_file_stops_the_start_naming_the_key(tmp_path: Path) -> N
         timeout=60,
     )
     assert result.returncode == 2 and "temprature" in result.stderr
+
+
+def test_every_stored_judgment_keeps_the_invariants(stack: EmbeddedStack, tenant_client: httpx.Client) -> None:
+    """Over every row the tests above produced: ok rows satisfy (a)-(d), failed rows say why, keys are unique."""
+    import json
+
+    from judge.rubrics import RUBRICS
+    from judge.validate import Accepted, validate
+    from tests.helpers import fetch_rows
+
+    rows = fetch_rows(stack.database_url, "SELECT * FROM judgment")
+    assert rows, "the judging tests above stored rows"
+    keys = [(r["attempt_id"], r["judge"], r["condition"], r["repeat"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    for row in rows:
+        if row["status"] == "failed":
+            assert row["error"] and row["score"] is None and row["p_ac"] is None
+            continue
+        assert row["status"] == "ok" and row["error"] is None
+        if row["judge"] == "scripted":
+            fields = row["fields"] if isinstance(row["fields"], dict) else json.loads(row["fields"])
+            assert isinstance(validate(json.dumps(fields), RUBRICS["cocreation"]), Accepted)
+            assert row["served_model"] and row["requested_model"] == "scripted-model" and row["request_hash"]
+        if row["p_ac"] is not None:
+            assert 0 <= row["p_ac"] <= 1
