@@ -11,7 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import errors
 from gateway.errors import problem_response
-from gateway.routes import attempts, executions, jobs, judges, keys, languages, ops, problems
+from gateway.routes import attempts, executions, jobs, judges, keys, languages, metrics, ops, problems, reports
 from services.kernel import queue, telemetry
 from services.kernel.db import dispose_engine, init_engine
 from services.kernel.judges import configured_judges
@@ -109,7 +109,7 @@ def create_app() -> FastAPI:
         lifespan=_lifespan,
     )
     errors.install(app)
-    for module in (keys, problems, attempts, jobs, executions, languages, judges, ops):
+    for module in (keys, problems, attempts, jobs, executions, languages, judges, metrics, reports, ops):
         app.include_router(module.router)
     app.add_middleware(MetricsMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=get_settings().max_body_bytes)

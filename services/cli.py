@@ -75,10 +75,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
         from executor.worker import run_worker as run_executor
 
         run_executor()
-    else:
+    elif args.kind == "judge":
         from judge.worker import run_worker as run_judge
 
         run_judge()
+    else:
+        from metrics.worker import run_worker as run_metrics
+
+        run_metrics()
     return 0
 
 
@@ -199,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=cmd_up)
 
     worker = sub.add_parser("worker", help="run one worker process (as `tribunal up` does)")
-    worker.add_argument("kind", choices=["executor", "judge"])
+    worker.add_argument("kind", choices=["executor", "judge", "metrics"])
     worker.set_defaults(func=cmd_worker)
 
     gateway = sub.add_parser("gateway", help="run the HTTP gateway alone")

@@ -307,6 +307,37 @@ def print_judges(finished: list[dict[str, Any]]) -> None:
     console.print(table)
 
 
+def _cell(row: dict[str, Any], key: str) -> str:
+    cell = row.get(key)
+    if not isinstance(cell, dict):
+        return "-"
+    ci = cell.get("ci")
+    return f"{cell['value']:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+def judge_quality_report(client: httpx.Client, out: Path) -> None:
+    """Ask the metrics worker how well each judge predicts the verdicts; print the table, save the HTML page."""
+    with console.status("computing the judge-quality report (2,000 problem-clustered resamples) ..."):
+        accepted = client.post(
+            "/v1/reports", json={"kind": "judge_quality", "bootstrap": 2000, "folds": 10, "cluster": "problem"}
+        ).json()
+        while (job := client.get(f"/v1/jobs/{accepted['job_id']}").json())["status"] in ("queued", "running"):
+            time.sleep(0.2)
+    if job["status"] != "succeeded":
+        console.print(f"[red]report failed[/]: {job['error']}")
+        return
+    report = client.get(f"/v1/reports/{accepted['report_id']}").json()
+    table = Table(title="Judge quality against the verdicts (95% intervals, clustered by problem)")
+    columns = ("roc_auc", "pr_auc", "brier", "ece", "mcc_oof")
+    for column in ("judge", "condition", "n", *columns):
+        table.add_column(column, justify="left" if column in ("judge", "condition") else "right")
+    for row in report["result"]["tables"]["metrics"]["rows"]:
+        table.add_row(row["judge"], row["condition"], str(row["n"]), *(_cell(row, c) for c in columns))
+    console.print(table)
+    out.write_text(client.get(report["html"]).text)
+    console.print(f"report page: {out.resolve()}  (JSON: {report['report_id']}; ROC and reliability plots inside)")
+
+
 def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool = False) -> int:
     workdir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="tribunal-demo-"))
     console.print(f"[bold]Tribunal demo[/]: starting the embedded stack in {workdir}")
@@ -317,8 +348,10 @@ def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool 
         key = stack.admin_key_path.read_text().strip()
         with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
             finished = run_against(client, humaneval_problems(limit))
-        mismatches = print_table(finished)
-        print_judges(finished)
+            mismatches = print_table(finished)
+            print_judges(finished)
+            page_dir = Path(data_dir) if data_dir else Path.cwd()
+            judge_quality_report(client, page_dir / "tribunal-demo-report.html")
     finally:
         stack.stop()
         if not keep and data_dir is None:

@@ -96,6 +96,7 @@ class EmbeddedStack:
         for index in range(self.workers):
             self.start_worker(f"executor-{index}")
             self.start_worker(f"judge-{index}")
+            self.start_worker(f"metrics-{index}")
         self.start_gateway()
         self.wait_ready(timeout_s)
 

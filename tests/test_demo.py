@@ -19,6 +19,9 @@ def test_demo_accepts_canonical_solutions_and_catches_every_variant(tmp_path: Pa
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "all canonical solutions accepted" in result.stdout
     assert "10/10" in result.stdout
+    assert "Judge quality against the verdicts" in result.stdout
+    page = (tmp_path / "demo" / "tribunal-demo-report.html").read_text()
+    assert "data:image/png;base64," in page
 
 
 def test_wrong_value_variant_keeps_recursion_working() -> None:

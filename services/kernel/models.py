@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -201,6 +202,32 @@ class JobUnit(Base):
 
     job_id: Mapped[str] = mapped_column(ForeignKey("job.job_id", ondelete="CASCADE"), primary_key=True)
     unit: Mapped[str] = mapped_column(String(300), primary_key=True)
+
+
+class Report(Base):
+    """A metrics report over stored judgments: parameters, the result JSON and its HTML page."""
+
+    __tablename__ = "report"
+
+    report_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(100), index=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    job_id: Mapped[str] = mapped_column(String(40))
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    html: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class ReportPlot(Base):
+    """One PNG of a report."""
+
+    __tablename__ = "report_plot"
+
+    report_id: Mapped[str] = mapped_column(ForeignKey("report.report_id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    png: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class Job(Base):

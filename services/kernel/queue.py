@@ -22,15 +22,18 @@ class Task(StrEnum):
     EXECUTE_ATTEMPT = "execute_attempt"
     EXECUTE_DIRECT = "execute_direct"
     JUDGE_ATTEMPT = "judge_attempt"
+    BUILD_REPORT = "build_report"
 
 
 # Which queue (and so which worker kind) serves each task.
 EXECUTOR_QUEUE = "tribunal:executor"
 JUDGE_QUEUE = "tribunal:judge"
+METRICS_QUEUE = "tribunal:metrics"
 QUEUE_OF: dict[Task, str] = {
     Task.EXECUTE_ATTEMPT: EXECUTOR_QUEUE,
     Task.EXECUTE_DIRECT: EXECUTOR_QUEUE,
     Task.JUDGE_ATTEMPT: JUDGE_QUEUE,
+    Task.BUILD_REPORT: METRICS_QUEUE,
 }
 ALL_QUEUES = tuple(sorted(set(QUEUE_OF.values())))
 

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from services.kernel import queue, telemetry
 from services.kernel.db import session_scope
-from services.kernel.models import Attempt, Execution, Job, JobUnit, utcnow
+from services.kernel.models import Attempt, Execution, Job, JobUnit, Report, utcnow
 from services.kernel.queue import Task
 
 log = logging.getLogger("tribunal.reconcile")
@@ -48,6 +48,14 @@ async def reconcile_once(pool: ArqRedis, grace_s: float) -> int:
                 .limit(_BATCH)
             )
         ).all()
+        report_ids = (
+            await session.scalars(
+                select(Report.report_id)
+                .join(Job, Job.job_id == Report.job_id)
+                .where(Job.status.in_(("queued", "running")), Job.created_at < cutoff)
+                .limit(_BATCH)
+            )
+        ).all()
         rejudge_subjects: list[str] = []
         for job in (
             await session.scalars(
@@ -62,6 +70,7 @@ async def reconcile_once(pool: ArqRedis, grace_s: float) -> int:
         (Task.EXECUTE_ATTEMPT, [a for a, executed in pending if executed is None]),
         (Task.JUDGE_ATTEMPT, [a for a, executed in pending if executed is not None] + rejudge_subjects[:_BATCH]),
         (Task.EXECUTE_DIRECT, list(direct_ids)),
+        (Task.BUILD_REPORT, list(report_ids)),
     ]
     restored = 0
     for task, subjects in work:

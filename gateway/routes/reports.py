@@ -1,0 +1,96 @@
+"""Reports: judge-quality and friends computed over stored judgments by a metrics worker; JSON, PNG plots, HTML."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import HTMLResponse
+from pydantic import Field
+from sqlalchemy import select
+
+from gateway.deps import ReadKey, SessionDep, SubmitKey
+from gateway.schemas import Condition, _In
+from gateway.submissions import not_found
+from services.kernel import jobs, queue
+from services.kernel.models import Job, Report, ReportPlot, new_id
+from services.kernel.queue import Task
+
+router = APIRouter(prefix="/v1/reports", tags=["reports"])
+
+
+class ReportIn(_In):
+    kind: Literal["judge_quality", "agreement", "perturbation", "axiom", "similarity", "cocreation"]
+    filter: dict[str, Any] = Field(default_factory=dict, description="problem_ids, participants, attempt_ids")
+    judges: list[str] | None = None
+    conditions: list[Condition] | None = None
+    folds: int = Field(default=10, ge=2, le=50)
+    bootstrap: int = Field(default=2000, ge=0, le=20_000)
+    cluster: Literal["trajectory", "problem", "seed"] = "trajectory"
+    seed: int = 0
+
+
+@router.post("", status_code=202)
+async def create(body: ReportIn, principal: SubmitKey, session: SessionDep) -> dict[str, Any]:
+    report_id = new_id("rep")
+    job = jobs.create_job(session, tenant=principal.tenant, kind="report", total=1, params={"report_id": report_id})
+    session.add(
+        Report(
+            report_id=report_id,
+            tenant=principal.tenant,
+            kind=body.kind,
+            params=body.model_dump(mode="json"),
+            job_id=job.job_id,
+        )
+    )
+    await session.commit()
+    try:
+        await queue.enqueue(Task.BUILD_REPORT, report_id)
+    except Exception:  # noqa: BLE001 - the reconciler enqueues it from the database
+        pass
+    return {"report_id": report_id, "job_id": job.job_id, "status": "queued"}
+
+
+async def _own(session: SessionDep, report_id: str, tenant: str) -> Report:
+    report = await session.get(Report, report_id)
+    if report is None or report.tenant != tenant:
+        raise not_found("report", report_id)
+    return report
+
+
+@router.get("/{report_id}", name="get_report")
+async def get(report_id: str, principal: ReadKey, session: SessionDep, request: Request) -> dict[str, Any]:
+    report = await _own(session, report_id, principal.tenant)
+    job = await session.get(Job, report.job_id)
+    names = (await session.scalars(select(ReportPlot.name).where(ReportPlot.report_id == report_id))).all()
+    base = str(request.url_for("get_report", report_id=report_id)).rstrip("/")
+    return {
+        "report_id": report.report_id,
+        "kind": report.kind,
+        "params": report.params,
+        "status": job.status if job else "failed",
+        "job_id": report.job_id,
+        "error": job.error if job else None,
+        "result": report.result,
+        "created_at": report.created_at,
+        "finished_at": report.finished_at,
+        "plots": {name: f"{base}/plots/{name}.png" for name in sorted(names)},
+        "html": f"{base}/html" if report.html else None,
+    }
+
+
+@router.get("/{report_id}/plots/{name}.png", response_class=Response)
+async def plot(report_id: str, name: str, principal: ReadKey, session: SessionDep) -> Response:
+    await _own(session, report_id, principal.tenant)
+    row = await session.get(ReportPlot, (report_id, name))
+    if row is None:
+        raise not_found("plot", name)
+    return Response(row.png, media_type="image/png")
+
+
+@router.get("/{report_id}/html", response_class=HTMLResponse)
+async def html(report_id: str, principal: ReadKey, session: SessionDep) -> HTMLResponse:
+    report = await _own(session, report_id, principal.tenant)
+    if report.html is None:
+        raise not_found("HTML page (not built yet)", report_id)
+    return HTMLResponse(report.html)

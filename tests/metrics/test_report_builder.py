@@ -1,0 +1,382 @@
+"""Report builders, plots and the HTML page on seeded synthetic tidy judgment tables."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+from metrics import report_builder as rb
+from metrics.html import render_html
+from metrics.panel import panel_consensus
+from metrics.plots import render, render_all
+from metrics.registry import compute
+
+BOOT = 200
+SLOW_BOOT = 60  # the AXIOM subtask MCCs call scikit-learn once per resample (~3 ms each)
+JUDGES = ("alpha", "beta", "gamma")
+CONDITIONS = ("blind", "nonblind")
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def make_rows(
+    seed: int = 0, n_traj: int = 40, repeats: int = 1, mutants: bool = False, one_class: bool = False
+) -> list[dict[str, Any]]:
+    """3 judges x 2 conditions over ~120 attempts in ``n_traj`` trajectories (1..5 turns each)."""
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, Any]] = []
+    skill = {"alpha": 2.5, "beta": 1.5, "gamma": 0.7}
+    attempts: list[dict[str, Any]] = []
+    for t in range(n_traj):
+        participant, problem = f"u{t % 13}", f"p{t % 7}"
+        turns = int(rng.integers(1, 6))
+        solve_at = int(rng.integers(1, 7))
+        for k in range(1, turns + 1):
+            label = 1 if k >= solve_at else 0
+            if one_class:
+                label = 1
+            quality = int(np.clip(round(rng.normal(3.5 if label else 1.5, 1.0)), 0, 5))
+            attempts.append(
+                {
+                    "attempt_id": f"a{t}_{k}",
+                    "problem_id": problem,
+                    "participant": participant,
+                    "turn": k,
+                    "trajectory": f"{participant}|{problem}",
+                    "label_ac": label,
+                    "label_score": float(quality),
+                }
+            )
+    for attempt in attempts:
+        latent = {c: rng.normal() for c in CONDITIONS}
+        for judge in JUDGES:
+            for ci, condition in enumerate(CONDITIONS):
+                base = (skill[judge] + 0.5 * ci) * (attempt["label_ac"] - 0.5) + 0.6 * latent[condition]
+                for repeat in range(repeats):
+                    logit = base + 0.3 * rng.normal()
+                    p = float(round(1 / (1 + math.exp(-logit)), 2))
+                    row = {
+                        **attempt,
+                        "judge": judge,
+                        "condition": condition,
+                        "repeat": repeat,
+                        "status": "ok",
+                        "p_ac": p if judge != "gamma" else None,
+                        "score": float(np.clip(round(attempt["label_score"] + rng.normal(0, 1.0)), 0, 5))
+                        if judge == "gamma"
+                        else None,
+                        "parent_attempt_id": None,
+                        "operator": None,
+                        "arm": None,
+                        "severity": None,
+                    }
+                    if judge == "gamma":
+                        row["score"] = float(np.clip(round(5 * p), 0, 5))
+                    rows.append(row)
+    rows.append({**rows[0], "status": "failed", "p_ac": None, "score": None, "judge": "delta"})
+    if mutants:
+        rows += _mutants(rng, attempts)
+    return rows
+
+
+def _mutants(rng: np.random.Generator, attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    accepted = [a for a in attempts if a["label_ac"] == 1][:25]
+    operators = {"flip_cmp": ("semantic", 2.0), "off_by_one": ("semantic", 3.0), "drop_check": ("semantic", 4.0),
+                 "rename": ("control", None), "reformat": ("control", None)}  # fmt: skip
+    for seed_attempt in accepted:
+        for op, (arm, severity) in operators.items():
+            for judge in JUDGES:
+                for condition in CONDITIONS:
+                    drop = (0.1 * (severity or 0) + rng.normal(0, 0.05)) if arm == "semantic" else rng.normal(0, 0.03)
+                    out.append({
+                        **seed_attempt, "attempt_id": f"{seed_attempt['attempt_id']}~{op}", "label_ac": 0,
+                        "judge": judge, "condition": condition, "repeat": 0, "status": "ok",
+                        "p_ac": float(np.clip(0.9 - drop, 0, 1)), "score": None,
+                        "parent_attempt_id": seed_attempt["attempt_id"], "operator": op, "arm": arm,
+                        "severity": severity,
+                    })  # fmt: skip
+    return out
+
+
+def make_pairs(seed: int = 0, n: int = 150) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(n):
+        surface = float(rng.random())
+        df = float(np.clip(0.5 * surface + 0.5 * rng.random(), 0, 1))
+        if rng.random() < 0.2:
+            df = 1.0
+        pairs.append({
+            "df_score": round(df, 3), "surface_similarity": round(surface, 3),
+            "cems": {"codebleu": float(np.clip(surface + rng.normal(0, 0.1), 0, 1)),
+                     "bleu": float(np.clip(0.8 * surface + rng.normal(0, 0.1), 0, 1))},
+        })  # fmt: skip
+    return pairs
+
+
+def _row(report: dict[str, Any], table: str, **keys: Any) -> dict[str, Any]:
+    matches = [r for r in report["tables"][table]["rows"] if all(r.get(k) == v for k, v in keys.items())]
+    assert len(matches) == 1, (table, keys)
+    return matches[0]
+
+
+def _json_clean(report: dict[str, Any]) -> None:
+    text = json.dumps(report, allow_nan=False)  # raises on NaN/inf
+    assert "NaN" not in text
+
+
+def _contains(cell: dict[str, Any]) -> None:
+    lo, hi = cell["ci"]
+    assert lo - 1e-9 <= cell["value"] <= hi + 1e-9
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, Any]]:
+    return make_rows()
+
+
+@pytest.fixture(scope="module")
+def quality(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return rb.judge_quality(rows, bootstrap=BOOT, folds=5)
+
+
+def test_judge_quality_matches_registry(rows: list[dict[str, Any]], quality: dict[str, Any]) -> None:
+    _json_clean(quality)
+    assert quality["kind"] == "judge_quality"
+    metric_rows = quality["tables"]["metrics"]["rows"]
+    assert len(metric_rows) == len(JUDGES) * len(CONDITIONS) + len(CONDITIONS)  # + panel per condition
+    for judge, condition in (("alpha", "blind"), ("gamma", "nonblind")):
+        chosen = sorted(
+            (r for r in rows if r["judge"] == judge and r["condition"] == condition and r["status"] == "ok"),
+            key=lambda r: r["attempt_id"],
+        )
+        y = [r["label_ac"] for r in chosen]
+        p = [r["p_ac"] if r["p_ac"] is not None else r["score"] / 5 for r in chosen]
+        groups = [r["trajectory"] for r in chosen]
+        expected = compute(
+            list(rb.JUDGE_QUALITY_METRICS), y, p, groups=groups, params={"folds": 5, "bins": 15},
+            bootstrap=BOOT, cluster=groups, seed=0,
+        )  # fmt: skip
+        row = _row(quality, "metrics", judge=judge, condition=condition)
+        assert row["n"] == len(chosen) and row["positives"] == sum(y)
+        for metric in rb.JUDGE_QUALITY_METRICS:
+            assert row[metric]["value"] == pytest.approx(expected["values"][metric])
+            assert row[metric]["ci"] == pytest.approx(expected["ci"][metric])
+            _contains(row[metric])
+
+
+def test_judge_quality_panel_and_differences(rows: list[dict[str, Any]], quality: dict[str, Any]) -> None:
+    panel_row = _row(quality, "metrics", judge="panel", condition="nonblind")
+    for metric in rb.PANEL_METRICS:
+        _contains(panel_row[metric])
+    assert "log_loss" not in panel_row and "metrics/panel/nonblind/log_loss" in quality["errors"]
+    # Panel value equals registry on panel_consensus of the judges' probabilities.
+    chosen = [r for r in rows if r["condition"] == "nonblind" and r["status"] == "ok"]
+    aids = sorted({r["attempt_id"] for r in chosen})
+    prob = {(r["judge"], r["attempt_id"]): r["p_ac"] if r["p_ac"] is not None else r["score"] / 5 for r in chosen}
+    consensus = panel_consensus([[prob[(j, a)] for a in aids] for j in JUDGES])
+    label = {r["attempt_id"]: r["label_ac"] for r in chosen}
+    expected = compute(["roc_auc"], [label[a] for a in aids], consensus)
+    assert panel_row["roc_auc"]["value"] == pytest.approx(expected["values"]["roc_auc"])
+    diffs = quality["tables"]["condition_differences"]["rows"]
+    assert {r["difference"] for r in diffs} == {"nonblind - blind"}
+    for row in diffs:
+        for metric in rb.JUDGE_QUALITY_METRICS:
+            assert len(row[metric]["ci"]) == 2
+    panel_diffs = quality["tables"]["panel_differences"]["rows"]
+    assert {r["difference"] for r in panel_diffs} == {f"{j} - panel" for j in JUDGES}
+    alpha_blind = _row(quality, "metrics", judge="alpha", condition="blind")
+    d = _row(quality, "panel_differences", condition="blind", difference="alpha - panel")
+    assert d["roc_auc"]["value"] == pytest.approx(alpha_blind["roc_auc"]["value"] - _row(
+        quality, "metrics", judge="panel", condition="blind")["roc_auc"]["value"])  # fmt: skip
+    assert set(quality["plots"]) == {"roc", "reliability"}
+    assert set(quality["plots"]["roc"]["conditions"]["blind"]) == {*JUDGES, "panel"}
+
+
+def test_judge_quality_one_class_gives_reasons() -> None:
+    report = rb.judge_quality(make_rows(one_class=True), bootstrap=BOOT, folds=5)
+    _json_clean(report)
+    row = _row(report, "metrics", judge="alpha", condition="blind")
+    for metric in ("roc_auc", "pr_auc", "mcc_oof"):
+        assert metric not in row
+        assert report["errors"][f"metrics/alpha/blind/{metric}"]
+    assert "brier" in row  # still defined on one class
+
+
+def test_judge_quality_empty_and_problem_cluster() -> None:
+    report = rb.judge_quality([], bootstrap=BOOT)
+    _json_clean(report)
+    assert report["tables"]["metrics"]["rows"] == []
+    by_problem = rb.judge_quality(make_rows(), judges=["alpha", "beta"], bootstrap=BOOT, folds=5, cluster="problem")
+    assert by_problem["params"]["cluster"] == "problem"
+    _contains(_row(by_problem, "metrics", judge="alpha", condition="blind")["roc_auc"])
+    with pytest.raises(ValueError, match="cluster"):
+        rb.judge_quality(make_rows(), cluster="participant")
+
+
+@pytest.fixture(scope="module")
+def agreement_report() -> dict[str, Any]:
+    return rb.agreement(make_rows(repeats=2), bootstrap=BOOT)
+
+
+@pytest.fixture(scope="module")
+def axiom_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return rb.axiom(rows, bootstrap=SLOW_BOOT)
+
+
+@pytest.fixture(scope="module")
+def perturbation_report() -> dict[str, Any]:
+    return rb.perturbation(make_rows(mutants=True), bootstrap=BOOT)
+
+
+def test_agreement(rows: list[dict[str, Any]], agreement_report: dict[str, Any]) -> None:
+    report = agreement_report
+    _json_clean(report)
+    pairs = report["tables"]["pairwise"]["rows"]
+    assert len(pairs) == 3 * len(CONDITIONS)
+    for row in pairs:
+        for metric in ("cohen_kappa", "spearman", "kendall_tau"):
+            _contains(row[metric])
+    multi = _row(report, "multi_rater", condition="blind")
+    _contains(multi["fleiss_kappa"])
+    _contains(multi["krippendorff_alpha"])
+    consistency = report["tables"]["consistency"]["rows"]
+    assert len(consistency) == len(JUDGES) * len(CONDITIONS)
+    assert all("icc" in r and "krippendorff_alpha" in r for r in consistency)
+    assert len(report["plots"]["kappa_heatmap"]["conditions"]["blind"]) == 3
+    single = rb.agreement(rows, judges=["alpha", "beta"], conditions=["blind"], bootstrap=10)
+    assert "consistency" in single["errors"]
+    empty = rb.agreement([], bootstrap=BOOT)
+    assert empty["tables"]["pairwise"]["rows"] == []
+
+
+def test_cocreation(rows: list[dict[str, Any]]) -> None:
+    report = rb.cocreation(rows, bootstrap=BOOT)
+    _json_clean(report)
+    turns = report["tables"]["turns"]["rows"]
+    assert [r["turn"] for r in turns] == list(range(1, len(turns) + 1))
+    for row in turns:
+        _contains(row["success_at_turn"])
+        _contains(row["unsolved_km"])
+    values = [r["success_at_turn"]["value"] for r in turns]
+    assert values == sorted(values)
+    _contains(report["tables"]["summary"]["rows"][0]["success_after_failure"])
+    assert {"success_at_turn", "kaplan_meier"} <= set(report["plots"])
+    empty = rb.cocreation([], bootstrap=BOOT)
+    assert "cocreation" in empty["errors"] and not empty["plots"]
+
+
+def test_axiom(rows: list[dict[str, Any]], axiom_report: dict[str, Any]) -> None:
+    report = axiom_report
+    _json_clean(report)
+    alpha = _row(report, "axiom", judge="alpha", condition="blind")
+    assert alpha["scale"].startswith("[0, 1]")
+    gamma = _row(report, "axiom", judge="gamma", condition="blind")
+    assert gamma["scale"] == "0..5"
+    for metric in ("axiom_gating", "axiom_functionality", "spearman", "emd", "mean", "entropy"):
+        assert metric in gamma or f"axiom/gamma/blind/{metric}" in report["errors"]
+    assert "spearman" in gamma and "mean" in gamma
+    empty = rb.axiom([{**r, "label_score": None} for r in rows], bootstrap=BOOT)
+    assert "axiom" in empty["errors"]
+
+
+def test_perturbation(perturbation_report: dict[str, Any]) -> None:
+    report = perturbation_report
+    _json_clean(report)
+    row = _row(report, "perturbation", judge="alpha", condition="blind")
+    _contains(row["arm_discrimination"])
+    assert row["arm_discrimination"]["value"] > 0.8
+    assert "semantic_share" in row and "severity_gradient" in row
+    panels = report["plots"]["perturbation_shift"]["panels"]
+    assert panels["alpha / blind"]["control_band"] is not None
+    with_mutants = make_rows(mutants=True)
+    assert "cocreation" not in rb.cocreation(with_mutants, bootstrap=10)["errors"]  # mutants are not attempts here
+    plain = rb.judge_quality(with_mutants, judges=["alpha"], conditions=["blind"], bootstrap=0, folds=5)
+    assert _row(plain, "metrics", judge="alpha", condition="blind")["n"] == len(
+        {r["attempt_id"] for r in make_rows() if r["status"] == "ok"}
+    )
+    none = rb.perturbation(make_rows(), bootstrap=10)
+    assert none["errors"]["perturbation"].startswith("no mutants")
+
+
+def test_similarity() -> None:
+    report = rb.similarity(make_pairs(), bootstrap=BOOT, step=0.05)
+    _json_clean(report)
+    row = _row(report, "metrics", metric="codebleu")
+    _contains(row["mae"])
+    _contains(row["distinguishability"])
+    regions = report["tables"]["regions"]["rows"]
+    assert sum(r["pairs"] for r in regions) == 150
+    assert report["plots"]["similarity_scatter"]["thresholds"] is not None
+    empty = rb.similarity([], bootstrap=BOOT)
+    assert "similarity" in empty["errors"]
+
+
+def _check_png(data: bytes) -> None:
+    assert data.startswith(PNG) and len(data) > 1024
+
+
+@pytest.fixture(scope="module")
+def all_reports(
+    rows: list[dict[str, Any]],
+    quality: dict[str, Any],
+    agreement_report: dict[str, Any],
+    axiom_report: dict[str, Any],
+    perturbation_report: dict[str, Any],
+) -> dict[str, dict[str, Any]]:
+    return {
+        "judge_quality": quality,
+        "agreement": agreement_report,
+        "cocreation": rb.cocreation(rows, bootstrap=BOOT),
+        "perturbation": perturbation_report,
+        "similarity": rb.similarity(make_pairs(), bootstrap=BOOT, step=0.05),
+        "axiom": axiom_report,
+    }
+
+
+def test_render_all_plots(all_reports: dict[str, dict[str, Any]]) -> None:
+    seen = set()
+    for report in all_reports.values():
+        images = render_all(report)
+        assert set(images) == set(report["plots"])
+        for data in images.values():
+            _check_png(data)
+        seen |= set(images)
+    expected = {"roc", "reliability", "kappa_heatmap", "perturbation_shift", "success_at_turn", "kaplan_meier",
+                "similarity_scatter"}  # fmt: skip
+    assert expected <= seen
+    _check_png(render("roc", all_reports["judge_quality"]["plots"]["roc"]))
+
+
+def test_render_html(all_reports: dict[str, dict[str, Any]]) -> None:
+    for kind, report in all_reports.items():
+        images = render_all(report)
+        page = render_html(report, images, f"Tribunal <{kind}>")
+        assert page.lower().startswith("<!doctype html>") and page.count("<html") == 1
+        assert "Tribunal &lt;" in page
+        for table in report["tables"].values():
+            assert table["title"] in page
+        assert page.count("data:image/png;base64,") == len(images)
+        for encoded in re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page):
+            assert base64.b64decode(encoded).startswith(PNG)
+        assert not re.search(r"(src|href)=\"https?:", page)
+        assert "http://" not in page and "https://" not in page
+        assert "<script" not in page
+        for where in report["errors"]:
+            assert where.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in page
+    page = render_html(all_reports["judge_quality"], {}, "x")
+    assert re.search(r"\d\.\d{3} \[-?\d\.\d{3}, -?\d\.\d{3}\]", page)
+
+
+def test_uniform_builder_signature(rows: list[dict[str, Any]]) -> None:
+    options = {"judges": ["alpha", "beta"], "conditions": ["blind"], "bootstrap": 5, "seed": 1}
+    for kind in ("judge_quality", "agreement", "cocreation", "axiom", "perturbation"):
+        report = rb.BUILDERS[kind](rows, cluster="problem", **options)  # type: ignore[operator]
+        assert report["kind"] == kind and report["params"]["cluster"] == "problem"
+        json.dumps(report, allow_nan=False)
