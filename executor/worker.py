@@ -9,16 +9,14 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from arq.worker import Worker
 from sqlalchemy import update
 
 from executor.run import CheckerSpec, ExecutionOutcome, Executor, Limits, TestCase
-from services.kernel import jobs, queue, telemetry
-from services.kernel.db import dispose_engine, init_engine, session_scope, upsert
+from services.kernel import jobs, queue, telemetry, worker
+from services.kernel.db import session_scope, upsert
 from services.kernel.languages import LANGUAGES_KEY
 from services.kernel.models import Attempt, Execution, Job, Problem, utcnow
 from services.kernel.queue import EXECUTOR_QUEUE, Task
-from services.kernel.reconcile import reconcile_forever
 from services.kernel.settings import get_settings
 
 log = logging.getLogger("tribunal.executor")
@@ -191,7 +189,6 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
 
 async def _startup(ctx: dict[str, Any]) -> None:
     settings = get_settings()
-    init_engine(role="executor")
     executor = Executor(
         settings.data_dir / "executor",
         slots=settings.executor_slots,
@@ -201,40 +198,18 @@ async def _startup(ctx: dict[str, Any]) -> None:
     ctx["executor"] = executor
     languages = await asyncio.to_thread(executor.languages)
     await ctx["redis"].set(LANGUAGES_KEY, json.dumps(languages))
-    telemetry.serve_metrics(settings.worker_metrics_port, settings.worker_metrics_host)
-    ctx["reconciler"] = asyncio.create_task(
-        reconcile_forever(ctx["redis"], settings.reconcile_interval_s, settings.reconcile_grace_s)
-    )
-
-
-async def _shutdown(ctx: dict[str, Any]) -> None:
-    reconciler = ctx.get("reconciler")
-    if reconciler is not None:
-        reconciler.cancel()
-    await dispose_engine()
-
-
-def build_worker(burst: bool = False) -> Worker:
-    """An arq worker for the executor queue, configured from settings."""
-    settings = get_settings()
-    return Worker(
-        functions=[execute_attempt, execute_direct],  # type: ignore[list-item]
-        redis_settings=queue.redis_settings(),
-        queue_name=EXECUTOR_QUEUE,
-        on_startup=_startup,
-        on_shutdown=_shutdown,
-        # More jobs than sandbox slots, so one attempt's compile overlaps another's tests.
-        max_jobs=max(4, settings.executor_slots * 4),
-        job_timeout=settings.job_timeout_s,
-        max_tries=settings.job_max_tries,
-        poll_delay=settings.worker_poll_delay_s,
-        keep_result=3600,
-        burst=burst,
-        handle_signals=True,
-    )
 
 
 def run_worker() -> None:
     """Run the executor worker until SIGTERM/SIGINT."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    build_worker().run()
+    settings = get_settings()
+    worker.run(
+        worker.build_worker(
+            role="executor",
+            functions=[execute_attempt, execute_direct],
+            queue_name=EXECUTOR_QUEUE,
+            # More jobs than sandbox slots, so one attempt's compile overlaps another's tests.
+            max_jobs=max(4, settings.executor_slots * 4),
+            on_startup=_startup,
+        )
+    )

@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from arq.worker import Worker
 from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -23,12 +22,11 @@ from judge.offline import OfflineUnavailable, score_offline
 from judge.request import BudgetExceeded, JudgeInput, LogEntry, build_messages, condition_context
 from judge.rubrics import RUBRICS
 from judge.runner import CachedReply, LLMRunner, Outcome
-from services.kernel import jobs, queue, telemetry
-from services.kernel.db import dispose_engine, init_engine, session_scope, upsert
+from services.kernel import jobs, queue, telemetry, worker
+from services.kernel.db import session_scope, upsert
 from services.kernel.judges import JUDGES_KEY, LLMJudge, OfflineJudge, configured_judges, public_view
 from services.kernel.models import Attempt, Execution, JobUnit, JudgeResponseCache, Judgment, Problem, utcnow
 from services.kernel.queue import JUDGE_QUEUE, Task
-from services.kernel.reconcile import reconcile_forever
 from services.kernel.settings import get_settings
 
 log = logging.getLogger("tribunal.judge")
@@ -310,45 +308,27 @@ async def judge_attempt(ctx: dict[str, Any], subject: str) -> None:
 
 async def _startup(ctx: dict[str, Any]) -> None:
     settings = get_settings()
-    init_engine(role="judge")
     judges = configured_judges(str(settings.judges_file) if settings.judges_file else None)
     ctx["judges"] = judges
     cache = DbCache()
     ctx["runners"] = {j.name: LLMRunner(j, cache=cache) for j in judges if isinstance(j, LLMJudge)}
     await ctx["redis"].set(JUDGES_KEY, json.dumps([public_view(j) for j in judges]))
-    telemetry.serve_metrics(settings.worker_metrics_port, settings.worker_metrics_host)
-    ctx["reconciler"] = asyncio.create_task(
-        reconcile_forever(ctx["redis"], settings.reconcile_interval_s, settings.reconcile_grace_s)
-    )
 
 
 async def _shutdown(ctx: dict[str, Any]) -> None:
-    reconciler = ctx.get("reconciler")
-    if reconciler is not None:
-        reconciler.cancel()
     for runner in ctx.get("runners", {}).values():
         await runner.close()
-    await dispose_engine()
-
-
-def build_worker(burst: bool = False) -> Worker:
-    settings = get_settings()
-    return Worker(
-        functions=[judge_attempt],  # type: ignore[list-item]
-        redis_settings=queue.redis_settings(),
-        queue_name=JUDGE_QUEUE,
-        on_startup=_startup,
-        on_shutdown=_shutdown,
-        max_jobs=settings.judge_slots,
-        job_timeout=settings.job_timeout_s,
-        max_tries=settings.job_max_tries,
-        poll_delay=settings.worker_poll_delay_s,
-        keep_result=3600,
-        burst=burst,
-        handle_signals=True,
-    )
 
 
 def run_worker() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    build_worker().run()
+    """Run the judge worker until SIGTERM/SIGINT."""
+    worker.run(
+        worker.build_worker(
+            role="judge",
+            functions=[judge_attempt],
+            queue_name=JUDGE_QUEUE,
+            max_jobs=get_settings().judge_slots,
+            on_startup=_startup,
+            on_shutdown=_shutdown,
+        )
+    )

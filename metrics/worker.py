@@ -10,16 +10,13 @@ import asyncio
 import logging
 from typing import Any
 
-from arq.worker import Worker
 from sqlalchemy import select
 
 from metrics import html, plots, report_builder
-from services.kernel import jobs, queue, telemetry
-from services.kernel.db import dispose_engine, init_engine, session_scope
+from services.kernel import jobs, queue, worker
+from services.kernel.db import session_scope
 from services.kernel.models import Attempt, Execution, Judgment, Problem, Report, ReportPlot, utcnow
 from services.kernel.queue import METRICS_QUEUE, Task
-from services.kernel.reconcile import reconcile_forever
-from services.kernel.settings import get_settings
 
 log = logging.getLogger("tribunal.metrics")
 
@@ -123,40 +120,6 @@ async def build_report(ctx: dict[str, Any], report_id: str) -> None:
         await jobs.finish(session, job_id, "succeeded", result={"report_id": report_id})
 
 
-async def _startup(ctx: dict[str, Any]) -> None:
-    settings = get_settings()
-    init_engine(role="metrics")
-    telemetry.serve_metrics(settings.worker_metrics_port, settings.worker_metrics_host)
-    ctx["reconciler"] = asyncio.create_task(
-        reconcile_forever(ctx["redis"], settings.reconcile_interval_s, settings.reconcile_grace_s)
-    )
-
-
-async def _shutdown(ctx: dict[str, Any]) -> None:
-    reconciler = ctx.get("reconciler")
-    if reconciler is not None:
-        reconciler.cancel()
-    await dispose_engine()
-
-
-def build_worker(burst: bool = False) -> Worker:
-    settings = get_settings()
-    return Worker(
-        functions=[build_report],  # type: ignore[list-item]
-        redis_settings=queue.redis_settings(),
-        queue_name=METRICS_QUEUE,
-        on_startup=_startup,
-        on_shutdown=_shutdown,
-        max_jobs=2,
-        job_timeout=settings.job_timeout_s,
-        max_tries=settings.job_max_tries,
-        poll_delay=settings.worker_poll_delay_s,
-        keep_result=3600,
-        burst=burst,
-        handle_signals=True,
-    )
-
-
 def run_worker() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    build_worker().run()
+    """Run the metrics worker until SIGTERM/SIGINT (reports are CPU-bound: two at a time)."""
+    worker.run(worker.build_worker(role="metrics", functions=[build_report], queue_name=METRICS_QUEUE, max_jobs=2))

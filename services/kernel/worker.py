@@ -1,0 +1,69 @@
+"""What every worker process shares: its database engine, its /metrics endpoint, the reconciler, arq's settings."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from arq.worker import Worker
+
+from services.kernel import queue, telemetry
+from services.kernel.db import dispose_engine, init_engine
+from services.kernel.reconcile import reconcile_forever
+from services.kernel.settings import get_settings
+
+Hook = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def build_worker(
+    *,
+    role: str,
+    functions: Sequence[Any],
+    queue_name: str,
+    max_jobs: int,
+    on_startup: Hook | None = None,
+    on_shutdown: Hook | None = None,
+    burst: bool = False,
+) -> Worker:
+    """An arq worker for one queue, configured from settings; the hooks add what is the service's own."""
+    settings = get_settings()
+
+    async def startup(ctx: dict[str, Any]) -> None:
+        init_engine(role=role)
+        telemetry.serve_metrics(settings.worker_metrics_port, settings.worker_metrics_host)
+        if on_startup is not None:
+            await on_startup(ctx)
+        ctx["reconciler"] = asyncio.create_task(
+            reconcile_forever(ctx["redis"], settings.reconcile_interval_s, settings.reconcile_grace_s)
+        )
+
+    async def shutdown(ctx: dict[str, Any]) -> None:
+        reconciler = ctx.get("reconciler")
+        if reconciler is not None:
+            reconciler.cancel()
+        if on_shutdown is not None:
+            await on_shutdown(ctx)
+        await dispose_engine()
+
+    return Worker(
+        functions=list(functions),
+        redis_settings=queue.redis_settings(),
+        queue_name=queue_name,
+        on_startup=startup,
+        on_shutdown=shutdown,
+        max_jobs=max_jobs,
+        job_timeout=settings.job_timeout_s,
+        max_tries=settings.job_max_tries,
+        poll_delay=settings.worker_poll_delay_s,
+        keep_result=3600,
+        burst=burst,
+        handle_signals=True,
+    )
+
+
+def run(worker: Worker) -> None:
+    """Run a worker until SIGTERM/SIGINT, logging to stderr."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    worker.run()
