@@ -18,7 +18,6 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".tribunal"), description="Where the SQLite file, builds and keys live.")
     database_url: str | None = Field(default=None, description="SQLAlchemy async URL; SQLite under data_dir if unset.")
     redis_url: str | None = Field(default=None, description="Redis URL; the embedded launcher starts one if unset.")
-    queue_name: str = "tribunal:queue"
 
     # Gateway limits, enforced before any work starts.
     max_body_bytes: int = 8 * 1024 * 1024
@@ -54,14 +53,6 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{(self.data_dir / 'tribunal.db').resolve()}"
-
-    @property
-    def builds_dir(self) -> Path:
-        return self.data_dir / "builds"
-
-    @property
-    def admin_key_path(self) -> Path:
-        return self.data_dir / "admin.key"
 
 
 @lru_cache
