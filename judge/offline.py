@@ -23,7 +23,6 @@ import logging
 import math
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -394,23 +393,27 @@ def lint(source: str, language: str) -> OfflineScore:
     return _cppcheck(source, language)
 
 
-def _limit_resources() -> None:
-    # Runs in the child between fork and exec: only lowers limits, never raises a hard limit.
-    for limit, wanted in (
-        (resource.RLIMIT_AS, LINT_ADDRESS_SPACE_BYTES),
-        (resource.RLIMIT_CPU, LINT_CPU_S),
-        (resource.RLIMIT_FSIZE, LINT_FILE_SIZE_BYTES),
-        (resource.RLIMIT_CORE, 0),
-    ):
-        _, hard = resource.getrlimit(limit)
-        value = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        resource.setrlimit(limit, (value, value))
+def _limited(argv: list[str]) -> list[str]:
+    """argv under resource limits set by `prlimit` (util-linux): no Python runs between fork and exec, which
+    matters because the judge worker calls these tools from threads (preexec_fn is not thread-safe)."""
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        raise OfflineUnavailable("lint: prlimit (util-linux) is not installed")
+    return [
+        prlimit,
+        f"--as={LINT_ADDRESS_SPACE_BYTES}",
+        f"--cpu={int(LINT_CPU_S)}",
+        f"--fsize={LINT_FILE_SIZE_BYTES}",
+        "--core=0",
+        "--",
+        *argv,
+    ]
 
 
 def _run_tool(tool: str, argv: list[str], workdir: Path) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "LANG": "C.UTF-8"}
     process = subprocess.Popen(
-        argv,
+        _limited(argv),
         cwd=workdir,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -419,7 +422,6 @@ def _run_tool(tool: str, argv: list[str], workdir: Path) -> subprocess.Completed
         text=True,
         encoding="utf-8",
         errors="replace",
-        preexec_fn=_limit_resources,
         start_new_session=True,  # its own process group, so a timeout kills everything it started
     )
     try:
