@@ -3,7 +3,8 @@
     .venv/bin/python bench/run.py [--quick]
 
 1. Sandbox overhead per run: the same program run directly and through `Executor.execute` (cached build, one test).
-2. End to end: POST /v1/attempts to a terminal state for a trivial Python attempt on the idle embedded stack.
+2. End to end: POST /v1/attempts to a terminal state for a trivial Python attempt on the idle embedded stack,
+   with no judges (`"judges": []`): the execution pipeline alone; judging adds the judges' own time.
 3. Throughput: 1,000 small C++ runs across both cores, sandboxed (Executor, 2 slots) against direct (2 threads).
 Results are printed as a table and written to bench/results/executor.json.
 """
@@ -112,7 +113,7 @@ def bench_end_to_end(tmp: Path, attempts: int) -> dict[str, float]:
                 started = time.perf_counter()
                 accepted = client.post(
                     "/v1/attempts",
-                    json={"problem_id": "echo", "language": "python", "source_code": f"print({index})\n"},
+                    json={"problem_id": "echo", "language": "python", "source_code": f"print({index})\n", "judges": []},
                 ).json()
                 while client.get(f"/v1/attempts/{accepted['attempt_id']}").json()["status"] not in ("done", "failed"):
                     time.sleep(0.002)
