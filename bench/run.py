@@ -5,7 +5,8 @@
 1. Sandbox overhead per run: the same program run directly and through `Executor.execute` (cached build, one test).
 2. End to end: POST /v1/attempts to a terminal state for a trivial Python attempt on the idle embedded stack,
    with no judges (`"judges": []`): the execution pipeline alone; judging adds the judges' own time.
-3. Throughput: 1,000 small C++ runs across both cores, sandboxed (Executor, 2 slots) against direct (2 threads).
+3. Throughput: 1,000 small C++ runs across both cores, sandboxed (Executor with the default slots, cores + 1, and
+   with one slot per core) against direct runs (one thread per core).
 Results are printed as a table and written to bench/results/executor.json.
 """
 
@@ -31,6 +32,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from executor.run import Executor, Limits, TestCase  # noqa: E402
+from services.kernel.settings import get_settings  # noqa: E402
 from services.stack import EmbeddedStack  # noqa: E402
 
 console = Console()
@@ -127,14 +129,14 @@ def bench_end_to_end(tmp: Path, attempts: int) -> dict[str, float]:
     }
 
 
-async def bench_throughput(tmp: Path, runs: int, size: int) -> dict[str, float]:
+async def bench_throughput(tmp: Path, runs: int, size: int, slots: int) -> dict[str, float]:
     binary = _compile(tmp, "sieve.cpp", SIEVE_CPP, ["g++", "-O2", "-std=c++17"])
     stdin = f"{size}\n"
     started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         list(pool.map(lambda _: _direct([str(binary)], stdin.encode()), range(runs)))
     direct_s = time.perf_counter() - started
-    executor = Executor(tmp / "work-tp", slots=2)
+    executor = Executor(tmp / "work-tp", slots=slots)
     await _jailed(executor, "cpp", SIEVE_CPP, stdin)  # build once, outside the timing
     started = time.perf_counter()
     outcome = await executor.execute(
@@ -147,6 +149,7 @@ async def bench_throughput(tmp: Path, runs: int, size: int) -> dict[str, float]:
     assert outcome.verdict == "AC" and outcome.passed == runs, outcome.verdict
     return {
         "runs": runs,
+        "slots": slots,
         "sieve_size": size,
         "direct_runs_per_s": runs / direct_s,
         "sandboxed_runs_per_s": runs / sandboxed_s,
@@ -159,6 +162,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (for a smoke run)")
     args = parser.parse_args()
     runs = 15 if args.quick else 60
+    slots = get_settings().executor_slots
     tmp = Path(tempfile.mkdtemp(prefix="tribunal-bench-"))
     try:
         console.print("[bold]1/3[/] sandbox overhead per run ...")
@@ -167,8 +171,13 @@ def main() -> None:
         e2e = bench_end_to_end(tmp, 20 if args.quick else 60)
         console.print("[bold]3/3[/] throughput of 1,000 C++ runs on 2 cores ...")
         throughput = {
-            "trivial (sieve of 10)": asyncio.run(bench_throughput(tmp, 200 if args.quick else 1000, 10)),
-            "small (sieve of 2e7, ~50 ms)": asyncio.run(bench_throughput(tmp, 100 if args.quick else 1000, 20_000_000)),
+            "trivial (sieve of 10)": asyncio.run(bench_throughput(tmp, 200 if args.quick else 1000, 10, slots)),
+            "small (sieve of 2e7, ~50 ms)": asyncio.run(
+                bench_throughput(tmp, 100 if args.quick else 1000, 20_000_000, slots)
+            ),
+            "small, one slot per core": asyncio.run(
+                bench_throughput(tmp, 100 if args.quick else 1000, 20_000_000, os.cpu_count() or 1)
+            ),
         }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -193,7 +202,7 @@ def main() -> None:
     )
     for name, row in throughput.items():
         table.add_row(
-            f"throughput, {row['runs']} C++ runs, {name}",
+            f"throughput, {row['runs']} C++ runs, {name}, {row['slots']} slots",
             f"{row['direct_runs_per_s']:.0f} runs/s direct",
             f"{row['sandboxed_runs_per_s']:.0f} runs/s",
             f"{row['ratio']:.0%} of direct",
