@@ -120,16 +120,26 @@ class OpenAICompatProvider:
                 "unparseable: the provider's envelope is not a chat completion", retryable=True
             ) from None
         latency_ms = int((time.perf_counter() - started) * 1000)
-        choice = response.choices[0] if response.choices else None
-        usage = response.usage
-        return Reply(
-            content=choice.message.content if choice is not None else None,
-            served_model=response.model,
-            tokens_in=usage.prompt_tokens if usage else None,
-            tokens_out=usage.completion_tokens if usage else None,
-            latency_ms=latency_ms,
-            finish_reason=choice.finish_reason if choice is not None else None,
-        )
+        try:
+            # The client does not validate the envelope: a 200 with an HTML page or a malformed body arrives as
+            # a string or a half-filled object, and must fail here, classified, not crash the task.
+            choice = response.choices[0] if response.choices else None
+            usage = response.usage
+            content = choice.message.content if choice is not None else None
+            if content is not None and not isinstance(content, str):
+                raise TypeError("message content is not text")
+            return Reply(
+                content=content,
+                served_model=response.model if isinstance(response.model, str) else None,
+                tokens_in=usage.prompt_tokens if usage else None,
+                tokens_out=usage.completion_tokens if usage else None,
+                latency_ms=latency_ms,
+                finish_reason=choice.finish_reason if choice is not None else None,
+            )
+        except (AttributeError, TypeError, IndexError, KeyError) as exc:
+            raise ProviderError(
+                f"unparseable: the reply is not a chat completion ({type(exc).__name__})", retryable=True
+            ) from None
 
     async def close(self) -> None:
         await self.client.close()

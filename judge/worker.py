@@ -130,10 +130,13 @@ async def _offline_outcome(
             compile_error=bool(execution and execution.verdict == "CE"),
             public_total=public_total,
         )
-    except OfflineUnavailable as exc:
+    except Exception as exc:  # noqa: BLE001 - a judge that breaks is a recorded failure, not a stuck attempt
+        reason = f"unavailable: {exc}" if isinstance(exc, OfflineUnavailable) else f"internal: {type(exc).__name__}"
+        if not isinstance(exc, OfflineUnavailable):
+            log.exception("offline judge %s failed on %s", judge.name, attempt.attempt_id)
         return Outcome(
             status="failed",
-            error=f"unavailable: {exc}",
+            error=reason,
             requested_model=judge.method,
             served_model=judge.method,
             tries=1,
@@ -253,7 +256,11 @@ async def _judge_llm(
         outcome = Outcome(status="failed", error=f"budget: {exc}", requested_model=judge.model)
         telemetry.judge_failures.labels(judge.name, "budget").inc()
     else:
-        outcome = await runner.run(rubric, messages, condition=condition, repeat=repeat)
+        try:
+            outcome = await runner.run(rubric, messages, condition=condition, repeat=repeat)
+        except Exception as exc:  # noqa: BLE001 - recorded with its reason; the attempt still completes
+            log.exception("judge %s failed on %s", judge.name, attempt.attempt_id)
+            outcome = Outcome(status="failed", error=f"internal: {type(exc).__name__}", requested_model=judge.model)
     await _write(attempt.attempt_id, judge.name, condition, repeat, rubric.name, rubric.version, provenance, outcome)
     return 1
 

@@ -32,7 +32,7 @@ VALID_COCREATION = {"p_ac": 0.75, "s_algo": 4, "s_robust": 3, "rationale": "Look
 class Behaviour:
     """What the server does with one request."""
 
-    kind: str = "valid"  # valid | fenced | raw | status | slow
+    kind: str = "valid"  # valid | fenced | raw | status | garbage (a 200 whose body is not a chat completion)
     payload: dict[str, Any] | None = None  # the JSON object to answer with (valid, fenced, slow)
     content: str | None = None  # raw message content (raw), e.g. malformed or truncated JSON, or ""
     status: int = 200
@@ -93,6 +93,8 @@ class ScriptedLLM:
                 status_code=behaviour.status,
                 headers=headers,
             )
+        if behaviour.kind == "garbage":
+            return Response(behaviour.content or "<html>upstream hiccup</html>", media_type="text/html")
         payload = behaviour.payload if behaviour.payload is not None else VALID_COCREATION
         if behaviour.kind == "raw":
             content = behaviour.content or ""

@@ -97,6 +97,8 @@ async def test_code_fenced_json_is_accepted(server: ScriptedLLM) -> None:
         (Behaviour(payload={k: v for k, v in VALID_COCREATION.items() if k != "s_robust"}), "schema"),
         (Behaviour(payload={**VALID_COCREATION, "confidence": "high"}), "schema"),
         (Behaviour(kind="status", status=500), "http 500"),
+        (Behaviour(kind="garbage"), "unparseable"),
+        (Behaviour(kind="garbage", content='{"choices": "nope"}'), "unparseable"),
     ],
 )
 async def test_bad_answers_are_repaired_by_reissuing_the_identical_request(
