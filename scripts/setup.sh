@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SYSTEM_PACKAGES=(libnl-route-3-200 gcc g++ openjdk-17-jdk-headless postgresql util-linux cppcheck)
+# docker-compose (v1, without its recommended container runtime) only validates docker-compose.yml in the tests.
+SYSTEM_PACKAGES=(libnl-route-3-200 gcc g++ openjdk-17-jdk-headless postgresql util-linux cppcheck docker-compose)
 missing=()
 for pkg in "${SYSTEM_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
