@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from sqlalchemy import update
 
 from gateway.deps import ReadKey, SessionDep, SubmitKey
+from gateway.schemas import JobOut
 from gateway.submissions import not_found
 from services.kernel import jobs
 from services.kernel.models import Attempt, Job, utcnow
@@ -22,12 +23,12 @@ async def _own_job(session: SessionDep, job_id: str, tenant: str) -> Job:
     return job
 
 
-@router.get("/{job_id}", response_model=dict[str, Any])
+@router.get("/{job_id}", response_model=JobOut)
 async def get(job_id: str, principal: ReadKey, session: SessionDep) -> dict[str, Any]:
     return jobs.job_view(await _own_job(session, job_id, principal.tenant))
 
 
-@router.delete("/{job_id}", response_model=dict[str, Any])
+@router.delete("/{job_id}", response_model=JobOut)
 async def cancel(job_id: str, principal: SubmitKey, session: SessionDep) -> dict[str, Any]:
     """Cancel a live job; work not yet started is dropped, work already done stays. A finished job is unchanged."""
     job = await _own_job(session, job_id, principal.tenant)
