@@ -26,6 +26,13 @@ def _check_source_size(value: str) -> str:
     return value
 
 
+def within_limit(items: list[Any], limit: int, noun: str, per: str) -> list[Any]:
+    """Refuse a list longer than a configured limit, before any work starts."""
+    if len(items) > limit:
+        raise ValueError(f"{len(items)} {noun}; the limit is {limit} per {per}")
+    return items
+
+
 class _In(BaseModel):
     # Unknown fields are ignored so that clients written against a later minor version keep working.
     model_config = ConfigDict(extra="ignore")
@@ -129,10 +136,7 @@ class ProblemIn(_In):
     @field_validator("tests")
     @classmethod
     def _tests_within_limit(cls, tests: list[TestIn]) -> list[TestIn]:
-        limit = get_settings().max_tests_per_problem
-        if len(tests) > limit:
-            raise ValueError(f"{len(tests)} tests; the limit is {limit} per problem")
-        return tests
+        return within_limit(tests, get_settings().max_tests_per_problem, "tests", "problem")
 
     @model_validator(mode="after")
     def _tests_fit_mode(self) -> ProblemIn:
@@ -200,10 +204,7 @@ class BatchIn(_In):
     @field_validator("attempts")
     @classmethod
     def _batch_within_limit(cls, attempts: list[AttemptIn]) -> list[AttemptIn]:
-        limit = get_settings().max_batch_size
-        if len(attempts) > limit:
-            raise ValueError(f"{len(attempts)} attempts; the limit is {limit} per batch")
-        return attempts
+        return within_limit(attempts, get_settings().max_batch_size, "attempts", "batch")
 
 
 class BatchAccepted(BaseModel):
@@ -288,8 +289,7 @@ class ExecutionIn(_In):
     def _stdin_or_tests(self) -> ExecutionIn:
         if self.stdin is not None and self.tests is not None:
             raise ValueError("give stdin or tests, not both")
-        if self.tests is not None and len(self.tests) > get_settings().max_tests_per_problem:
-            raise ValueError(f"too many tests; the limit is {get_settings().max_tests_per_problem}")
+        within_limit(self.tests or [], get_settings().max_tests_per_problem, "tests", "execution")
         if self.mode == "function":
             if self.language != "python":
                 raise ValueError("function mode is Python-only")

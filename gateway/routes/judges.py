@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
-from gateway.schemas import Condition, _In
+from gateway.schemas import Condition, _In, within_limit
 from gateway.submissions import resolve_judging
 from services.kernel import jobs, queue
 from services.kernel.judges import configured_judges, public_view
@@ -30,10 +30,7 @@ class JudgmentsIn(_In):
     @field_validator("attempt_ids")
     @classmethod
     def _within_limit(cls, ids: list[str]) -> list[str]:
-        limit = get_settings().max_batch_size
-        if len(ids) > limit:
-            raise ValueError(f"{len(ids)} attempts; the limit is {limit} per request")
-        return list(dict.fromkeys(ids))
+        return list(dict.fromkeys(within_limit(ids, get_settings().max_batch_size, "attempts", "request")))
 
 
 @router.get("/v1/judges")
