@@ -1,5 +1,5 @@
-"""Build cache: compile each (language, toolchain, source) once, inside the sandbox, and publish the build
-atomically so that concurrent executes of the same source share it.
+"""Build cache: compile each (tenant, language, toolchain, source) once, inside the sandbox, and publish the
+build atomically so that concurrent executes of the same source by one tenant share it.
 
 Layout under the cache root (everything the host reads was written by the host, except the program files,
 which are only ever opened with O_NOFOLLOW and checked to be regular files):
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from executor.languages import Language, java_main_class
-from executor.sandbox import JailProfile, RunControl, Sandbox, classify
+from executor.sandbox import JailProfile, RunControl, Sandbox, classify, printable
 
 log = logging.getLogger(__name__)
 
@@ -84,11 +84,13 @@ class BuildCache:
             directory.chmod(0o711)
         self._remove_stale_temps()
 
-    def key(self, language: Language, toolchain_key: str, source: str) -> str:
-        """(language, toolchain, compile command, sha256 of the source): any of them changing is a new build."""
+    def key(self, language: Language, toolchain_key: str, source: str, *, tenant: str) -> str:
+        """(tenant, language, toolchain, compile command, sha256 of the source): any of them changing is a new
+        build. The tenant is part of it so that a cache hit (a fast answer) never tells one tenant that another
+        compiled the same source."""
         digest = hashlib.sha256()
         argv = language.compile_argv(language.source_name(source))
-        digest.update(json.dumps([language.id, toolchain_key, argv]).encode())
+        digest.update(json.dumps([tenant, language.id, toolchain_key, argv]).encode())
         digest.update(b"\0")
         digest.update(_encode(source))
         return f"{language.id}-{digest.hexdigest()}"
@@ -180,7 +182,9 @@ class BuildCache:
             stderr_keep=COMPILE_OUTPUT_KEEP,
             control=control,
         )
-        output = (result.stdout.decode("utf-8", "replace") + result.stderr_text).strip()
+        # The compiler's diagnostics, as the jail saw them (only /usr, /src and /prog exist there), with control
+        # characters removed: what a `#line 1 "\x01"` directive puts in a file name does not reach a response.
+        output = printable((result.stdout.decode("utf-8", "replace") + result.stderr_text).strip())
         status, reason = classify(
             result,
             cpu_time_s=COMPILE_CPU_S,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, get_args
 
@@ -61,7 +62,10 @@ def values_equal(expected: Any, actual: Any, abs_tol: float = 1e-6, rel_tol: flo
     if isinstance(expected, int | float) and isinstance(actual, int | float):
         if isinstance(expected, int) and isinstance(actual, int):
             return expected == actual
-        return numbers_close(float(expected), float(actual), abs_tol, rel_tol)
+        try:
+            return numbers_close(float(expected), float(actual), abs_tol, rel_tol)
+        except OverflowError:  # an int too large for a float is not close to any float
+            return False
     if isinstance(expected, list | tuple) and isinstance(actual, list | tuple):
         return len(expected) == len(actual) and all(
             values_equal(e, a, abs_tol, rel_tol) for e, a in zip(expected, actual, strict=True)
@@ -76,9 +80,16 @@ def values_equal(expected: Any, actual: Any, abs_tol: float = 1e-6, rel_tol: flo
 
 
 def excerpt(value: Any) -> str:
-    """A short repr for messages, so a megabyte of output never ends up in a verdict reason."""
-    text = repr(value)
+    """A short repr for messages, so a megabyte of output never ends up in a verdict reason (reprlib looks at a
+    bounded part of the value, so a huge value costs no more than a small one)."""
+    text = _SHORT_REPR.repr(value)
     return text if len(text) <= _EXCERPT else text[: _EXCERPT - 3] + "..."
+
+
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel = 3
+_SHORT_REPR.maxlist = _SHORT_REPR.maxtuple = _SHORT_REPR.maxdict = _SHORT_REPR.maxset = 8
+_SHORT_REPR.maxstring = _SHORT_REPR.maxlong = _SHORT_REPR.maxother = _EXCERPT
 
 
 def _lines(text: str) -> list[str]:

@@ -8,7 +8,7 @@ import functools
 import json
 import logging
 import os
-import secrets
+import signal
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from executor.builds import Build, BuildCache
 from executor.checkers import CHECKER_KINDS, CheckerKind, excerpt, mismatch, values_equal
+from executor.harness import function_runner as harness
 from executor.languages import LANGUAGE_IDS, Language, Toolchain, get_language, toolchain
 from executor.sandbox import (
     INSIDE_ID,
@@ -180,6 +181,7 @@ class Executor:
     async def execute(
         self,
         *,
+        tenant: str,
         language: str,
         source_code: str,
         tests: Sequence[TestCase],
@@ -188,7 +190,10 @@ class Executor:
         checker: CheckerSpec = CheckerSpec(),
         limits: Limits = Limits(),
     ) -> ExecutionOutcome:
-        """Compile once (cached), run every test, and return the verdicts.
+        """Compile once (cached per tenant), run every test, and return the verdicts.
+
+        `tenant` scopes the build cache: builds are never shared between tenants, so how fast a compile
+        answers cannot tell one tenant what another submitted.
 
         Raises ValueError for requests that cannot be executed as given (unknown language, function mode
         outside Python, malformed tests); everything that goes wrong with the program is a verdict.
@@ -202,10 +207,10 @@ class Executor:
         if tools is None:
             return _failed("IE", f"the {lang.id} toolchain is not available on this executor", len(tests))
         try:
-            build = await self._build(lang, tools.key, source_code)
+            build = await self._build(lang, tools.key, source_code, tenant=tenant)
         except Exception as exc:
             log.exception("building a %s program failed", lang.id)
-            return _failed("IE", f"internal error while compiling: {exc}", len(tests), tools.key)
+            return _failed("IE", f"internal error while compiling ({type(exc).__name__})", len(tests), tools.key)
         if build.status != "ok":
             verdict = "CE" if build.status == "ce" else "IE"
             return _failed(verdict, build.compile_output, len(tests), tools.key, build.cached)
@@ -228,9 +233,9 @@ class Executor:
 
     # --- building -----------------------------------------------------------------------------------
 
-    async def _build(self, lang: Language, toolchain_key: str, source: str) -> Build:
-        """One compile per key at a time: later callers wait for the first one's build."""
-        key = self._builds.key(lang, toolchain_key, source)
+    async def _build(self, lang: Language, toolchain_key: str, source: str, *, tenant: str) -> Build:
+        """One compile per key (the tenant's) at a time: later callers wait for the first one's build."""
+        key = self._builds.key(lang, toolchain_key, source, tenant=tenant)
         shared = self._inflight.get(key)
         if shared is not None:
             return replace(await asyncio.shield(shared), cached=True)
@@ -277,21 +282,21 @@ class Executor:
     ) -> TestOutcome:
         try:
             function_mode = mode == "function"
-            nonce = secrets.token_hex(16) if function_mode else ""
             if function_mode:
                 request: dict[str, Any] = {"entry_point": entry_point}
                 if test.code is not None:
                     request["code"] = test.code
                 else:
                     request["args"] = list(test.input or [])
-                stdin = f"{nonce}\n{json.dumps(request)}".encode("utf-8", "surrogatepass")
+                stdin = json.dumps(request).encode("utf-8", "surrogatepass")
             else:
                 stdin = str(test.input or "").encode("utf-8", "surrogatepass")
             profile = JailProfile(
                 cpu_time_s=limits.cpu_time_s,
                 wall_time_s=limits.wall_time_s,
                 memory_mb=limits.memory_mb,
-                processes=limits.processes + lang.extra_processes,
+                # Function mode: one more process, the harness's supervisor beside the candidate.
+                processes=limits.processes + lang.extra_processes + int(function_mode),
                 readonly_mounts=lang.extra_readonly_mounts,
                 with_harness=function_mode,
             )
@@ -308,13 +313,14 @@ class Executor:
                     stdout_limit=output_limit,
                     stderr_limit=output_limit,
                     stderr_keep=STDERR_EXCERPT,
+                    result_limit=harness.MAX_RESULT_BYTES + 65536,
                 )
-            return _judge(index, test, lang, result, limits, checker, nonce)
+            return _judge(index, test, lang, result, limits, checker)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("test %d failed inside the executor", index)
-            return TestOutcome(index, "IE", 0, 0, test.public, message=f"internal error: {exc}"[:MESSAGE_CAP])
+            return TestOutcome(index, "IE", 0, 0, test.public, message=f"internal error ({type(exc).__name__})")
 
     async def _jailed(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking sandbox call in our threads; if we are cancelled, stop its jail."""
@@ -342,7 +348,6 @@ def _judge(
     result: RunResult,
     limits: Limits,
     checker: CheckerSpec,
-    nonce: str,
 ) -> TestOutcome:
     status, message = classify(
         result, cpu_time_s=limits.cpu_time_s, memory_mb=limits.memory_mb, output_limit=limits.output_kb * 1024
@@ -352,18 +357,15 @@ def _judge(
     # surrogateescape: invalid UTF-8 never equals valid expected text, so `exact` stays byte-exact.
     stdout = result.stdout.decode("utf-8", "surrogateescape")
     stderr = result.stderr_text
-    report: str | None = None
-    if nonce:
-        stdout, report = _split_report(stdout, nonce)
     if status == "OK":
-        if nonce:
-            status, message = _judge_report(report, test, checker)
+        if result.result is not None:
+            status, message = _judge_harness(result, test, limits, checker)
         elif test.expected is None:
             status = "AC"
         else:
             reason = mismatch(checker.kind, test.expected, stdout, checker.abs_tol, checker.rel_tol)
             status, message = ("AC", "") if reason is None else ("WA", reason)
-    elif status in ("RE", "MLE"):
+    if status in ("RE", "MLE") and not message.startswith(_HARNESS_PREFIXES):
         detail = _error_line(stderr, lang)
         message = f"{message}: {detail}" if detail else message
     return TestOutcome(
@@ -379,30 +381,32 @@ def _judge(
     )
 
 
-def _split_report(stdout: str, nonce: str) -> tuple[str, str | None]:
-    """The harness's result line (the last one carrying this run's nonce) and the program's own output."""
-    prefix = f"{nonce} "
-    report = None
-    kept = []
-    for line in stdout.split("\n"):
-        if line.startswith(prefix):
-            report = line[len(prefix) :]
-        else:
-            kept.append(line)
-    return "\n".join(kept), report
+# Messages the harness already made specific; stderr's last line adds nothing to them.
+_HARNESS_PREFIXES = ("the program ", "the function ")
 
 
-def _judge_report(report: str | None, test: TestCase, checker: CheckerSpec) -> tuple[str, str]:
-    if report is None:
-        return "RE", "the program ended the process before its result was reported (exit or os._exit?)"
+def _judge_harness(result: RunResult, test: TestCase, limits: Limits, checker: CheckerSpec) -> tuple[str, str]:
+    """The verdict of a function-mode run whose supervisor ended normally, from what it wrote on the result
+    channel. Only the supervisor writes there; the candidate's own claims reach us as data we compare here."""
     try:
-        outcome = json.loads(report)
-        kind = outcome["status"]
-    except (ValueError, KeyError, TypeError):
-        return "RE", "the harness's result could not be read"
-    text = str(outcome.get("message", ""))
+        if result.result_overflow:
+            raise ValueError("the result is too large")
+        report = harness.loads_limited(result.result or b"")
+        if not isinstance(report, dict) or not isinstance(report.get("status"), str):
+            raise ValueError("no status")
+    except ValueError:
+        # Only a harness bug (or a harness killed mid-write, which classify() has already ruled out) gets here.
+        log.error("unreadable function-mode result: %r", (result.result or b"")[:200])
+        return "IE", "the harness's result could not be read"
+    kind = report["status"]
+    text = str(report.get("message", ""))
+    # An argument test is decided here, from a value; a code test by its own code. Neither accepts the other's.
+    if (kind == "value") != (test.code is None) and kind in ("value", "pass", "fail"):
+        log.error("function-mode harness answered %r for a %s test", kind, "code" if test.code else "argument")
+        return "IE", "internal error in the function-mode harness"
     if kind == "value":
-        value = outcome.get("value")
+        # Plain JSON data, converted from the candidate's encoded value inside the jail (harness.json_data).
+        value = report.get("value")
         if values_equal(test.expected, value, checker.abs_tol, checker.rel_tol):
             return "AC", ""
         return "WA", f"expected {excerpt(test.expected)}, got {excerpt(value)}"
@@ -414,9 +418,31 @@ def _judge_report(report: str | None, test: TestCase, checker: CheckerSpec) -> t
         return "MLE", text or "MemoryError"
     if kind == "error":
         return "RE", text
+    if kind == "died":
+        # The candidate's process ended on its own: judge that ending as if it were the whole run.
+        ended = replace(
+            result,
+            exit_code=report.get("exit_code") if isinstance(report.get("exit_code"), int) else None,
+            signal=report.get("signal") if isinstance(report.get("signal"), int) else None,
+        )
+        if ended.exit_code is None and ended.signal is None:
+            ended.exit_code = -1
+        status, message = classify(
+            ended, cpu_time_s=limits.cpu_time_s, memory_mb=limits.memory_mb, output_limit=limits.output_kb * 1024
+        )
+        if status == "OK":  # exit(0) in the middle of a test is still no result
+            return "RE", "the program ended its process during the test (exit code 0)"
+        if status == "TLE" and ended.signal == signal.SIGKILL and ended.cpu_s < 0.9 * limits.cpu_time_s:
+            # Unlike the jail's PID 1, the candidate's process can SIGKILL itself. (RLIMIT_CPU's SIGKILL comes
+            # with CPU time at the limit, which wait4 may read a little under: hence the margin.)
+            return "RE", "the program's process was killed by SIGKILL"
+        if status == "RE" and ended.exit_code is not None:
+            return "RE", f"the program ended its process during the test (exit code {ended.exit_code})"
+        return status, message
     if kind == "bad_test":
         return "IE", text
-    return "RE", f"unknown harness status {kind!r}"
+    log.error("function-mode harness failure: %s", text)
+    return "IE", "internal error in the function-mode harness"
 
 
 def _error_line(stderr: str, lang: Language) -> str:
@@ -470,8 +496,8 @@ def _validate(lang: Language, tests: list[TestCase], mode: str, entry_point: str
 
 
 def _install_harness(directory: Path) -> Path:
-    """A copy of the harness under work_root, which is known to be reachable from inside the jail (the
-    package itself may live under a directory the sandbox user cannot search)."""
+    """A copy of the harness in the staging directory, which is known to be reachable from inside the jail
+    (the package itself may live under a directory the sandbox user cannot search)."""
     directory.mkdir(exist_ok=True)
     directory.chmod(0o755)
     target = directory / _HARNESS_SOURCE.name

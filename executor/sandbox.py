@@ -7,11 +7,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import itertools
 import logging
 import math
 import os
 import re
+import secrets
 import selectors
 import shutil
 import signal
@@ -38,11 +38,21 @@ JAIL_ENV = ("PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8")
 CGROUP_CONTROLLERS = ("memory", "pids", "cpu")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "NSJAIL"
-# Home of jail-visible files for work roots the sandbox uid cannot reach (see sandbox_visible_root).
+# Home of jail-visible files (builds, the harness), one directory per work root (see sandbox_visible_root).
 STAGING_ROOT = Path("/var/cache/tribunal-sandbox")
+# In the work root: its staging directory's random name. In the staging directory: the work root's path.
+_STAGING_ID_FILE = "sandbox-id"
+_STAGING_OWNER = "work_root"
+_STAGING_ID = re.compile(r"[0-9a-f]{32}")
 
 # nsjail's own log goes to this fd (a pipe we read), never to the program's stderr.
 NSJAIL_LOG_FD = 3
+# A harness profile's result channel: the jail's PID 1 (the function-mode supervisor) writes its verdict data
+# here, on a pipe only the host reads (see executor/harness/function_runner.py).
+RESULT_FD = 4
+# Source fds are moved at or above this number before posix_spawn's dup2 actions, so no action can overwrite
+# a source fd that a later action still needs.
+_SPAWN_FD_FLOOR = 10
 # Per-run host paths reach nsjail through its environment (mount `prefix_src_env`), so one config file
 # serves every build that shares a profile.
 PROGRAM_DIR_ENV = "TRIBUNAL_PROGRAM_DIR"
@@ -50,22 +60,40 @@ SOURCE_DIR_ENV = "TRIBUNAL_SOURCE_DIR"
 HARNESS_ENV = "TRIBUNAL_HARNESS"
 
 # System calls no judged program needs that widen the kernel attack surface (nested namespaces, BPF,
-# io_uring, userfaultfd, keyrings, module loading) or look into other processes: they fail with EPERM.
+# io_uring, userfaultfd, keyrings, module loading, vsock and netlink sockets, LDT entries, secret memory,
+# execution domains) or look into or act on other processes: they fail with EPERM.
 # clone stays allowed except with namespace flags (0x7e020000 = CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|
 # NEWPID|NEWNET); clone3 passes its flags in memory that seccomp cannot read, so it reports ENOSYS and
 # glibc falls back to clone (as under Docker's default profile).
+# socket: AF_VSOCK (40) and AF_NETLINK (16). personality: only the query (0xffffffff) and PER_LINUX (0).
+# Resource and scheduling calls may only aim at the calling process itself (pid/who 0; for setpriority
+# PRIO_PROCESS = 0 and for ioprio_set IOPRIO_WHO_PROCESS = 1, since "0" of a process group or a user reaches
+# other processes): in function mode a trusted runner shares the jail, and the candidate must not prlimit or
+# renice it. The argument names are declared inline (Kafel's `name(arg, ...) { condition }` form).
 SECCOMP_POLICY = (
     "ERRNO(1) { clone { (clone_flags & 0x7e020000) != 0 }, unshare, setns, ptrace, process_vm_readv, "
     "process_vm_writev, bpf, userfaultfd, perf_event_open, kexec_load, kexec_file_load, init_module, "
     "finit_module, delete_module, keyctl, add_key, request_key, io_uring_setup, io_uring_enter, "
     "io_uring_register, mount, umount, pivot_root, swapon, swapoff, reboot, acct, quotactl, syslog, "
-    "open_by_handle_at, name_to_handle_at, fanotify_init }, "
+    "open_by_handle_at, name_to_handle_at, fanotify_init, "
+    "socket(domain, type, protocol) { domain == 40 || domain == 16 }, "
+    "modify_ldt, memfd_secret, pidfd_getfd, process_madvise, kcmp, "
+    "personality(persona) { persona != 0 && persona != 0xffffffff }, "
+    "prlimit64(pid, resource, new_limit, old_limit) { pid != 0 }, "
+    "setpriority(which, who, niceval) { which != 0 || who != 0 }, "
+    "sched_setaffinity(pid, len, mask) { pid != 0 }, "
+    "sched_setscheduler(pid, policy, param) { pid != 0 }, "
+    "sched_setparam(pid, param) { pid != 0 }, "
+    "sched_setattr(pid, attr, flags) { pid != 0 }, "
+    "ioprio_set(which, who, ioprio) { which != 1 || who != 0 } }, "
     "ERRNO(38) { clone3 } "
     "DEFAULT ALLOW"
 )
 
 _READ_CHUNK = 65536
 _LOG_CAP = 256 * 1024
+# The loader's warnings are a few lines of ~150 bytes; nothing longer is ever taken for them.
+_NOISE_CAP = 4096
 # After SIGTERM nsjail kills the jail and removes its cgroups itself; SIGKILL (which leaks the cgroup
 # directories) is only the fallback if it has not exited by then.
 _TERM_GRACE_S = 2.0
@@ -153,6 +181,7 @@ class JailProfile:
             cgroup_mem_memsw_max=memory,
             cgroup_pids_max=self.processes,
             seccomp_string=[SECCOMP_POLICY],
+            pass_fd=[RESULT_FD] if self.with_harness else [],
         )
 
 
@@ -185,6 +214,9 @@ class RunResult:
     stderr: bytes
     stdout_overflow: bool = False
     stderr_overflow: bool = False
+    # What the jail's PID 1 wrote on RESULT_FD (harness profiles only; None for other runs).
+    result: bytes | None = None
+    result_overflow: bool = False
     wall_timeout: bool = False
     cancelled: bool = False
     # Set when nsjail itself failed (could not mount, could not exec...): the platform's fault.
@@ -262,35 +294,41 @@ class _Excerpt:
 
 
 class _LoaderNoiseFilter:
-    """Drops the dynamic loader's warning lines that precede everything else on nsjail's stderr."""
+    """Drops the dynamic loader's warning lines that precede everything else on nsjail's stderr.
+
+    Bounded and linear: it holds at most _NOISE_CAP bytes, scans each byte once, and drops at most _NOISE_CAP
+    bytes in all; at the first line that is not loader noise, or past the cap, it passes everything through.
+    `dropped` is what it removed, so the caller can count every other byte against the output limit.
+    """
 
     def __init__(self) -> None:
         self._pending = bytearray()
+        self._scanned = 0
         self._done = False
+        self.dropped = 0
 
     def feed(self, data: bytes) -> bytes:
         if self._done:
             return data
         self._pending += data
         while True:
-            newline = self._pending.find(b"\n")
+            newline = self._pending.find(b"\n", self._scanned)
             if newline < 0:
+                if len(self._pending) > _NOISE_CAP:
+                    return self.flush()
+                self._scanned = len(self._pending)
                 return b""
-            if not _LOADER_NOISE.fullmatch(self._pending[:newline]):
-                self._done = True
-                out = bytes(self._pending)
-                self._pending.clear()
-                return out
+            if self.dropped + newline + 1 > _NOISE_CAP or not _LOADER_NOISE.fullmatch(self._pending, 0, newline):
+                return self.flush()
             del self._pending[: newline + 1]
+            self.dropped += newline + 1
+            self._scanned = 0
 
     def flush(self) -> bytes:
         out = bytes(self._pending)
         self._pending.clear()
         self._done = True
         return out
-
-
-_run_ids = itertools.count()
 
 
 class _RunCgroups:
@@ -389,12 +427,14 @@ class Sandbox:
         stderr_limit: int,
         stdout_keep: int | None = None,
         stderr_keep: tuple[int, int] = (16 * 1024, 16 * 1024),
+        result_limit: int = 32 * 1024 * 1024,
         control: RunControl | None = None,
     ) -> RunResult:
         """Run argv in a jail and wait for it (blocking: call from a worker thread).
 
         stdout is kept up to `stdout_keep` bytes (default: all of it, up to the limit); either stream going
-        past its limit kills the jail (an output flood). The wall limit is enforced here.
+        past its limit kills the jail (an output flood). The wall limit is enforced here. A harness profile
+        also gets the result channel (RESULT_FD), read up to `result_limit` bytes into RunResult.result.
         """
         control = control or RunControl()
         env = {PROGRAM_DIR_ENV: str(program_dir)}
@@ -407,7 +447,9 @@ class Sandbox:
                 raise ValueError("this profile mounts the harness, but none was given")
             env[HARNESS_ENV] = str(harness)
         config = self.config_file(profile)
-        cgroups = _RunCgroups(f"tribunal-{os.getpid()}-{next(_run_ids)}")
+        # A random name, not a counter: the jail can read it in /proc/self/cgroup, and a counter would tell a
+        # tenant how many runs happened between two of its own.
+        cgroups = _RunCgroups(f"tribunal-{os.getpid()}-{secrets.token_hex(8)}")
         try:
             result = self._spawn_and_supervise(
                 [str(self.nsjail_path), "--config", str(config), *cgroups.nsjail_args, "--", *argv],
@@ -419,6 +461,7 @@ class Sandbox:
                 stderr_limit=stderr_limit,
                 stdout_keep=stdout_limit if stdout_keep is None else stdout_keep,
                 stderr_keep=stderr_keep,
+                result_limit=result_limit,
             )
         finally:
             peak_kb = cgroups.close()
@@ -438,33 +481,42 @@ class Sandbox:
         stderr_limit: int,
         stdout_keep: int,
         stderr_keep: tuple[int, int],
+        result_limit: int,
     ) -> RunResult:
         stdin_fd = _sealed_memfd(stdin)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         log_r, log_w = os.pipe()
+        targets = {stdin_fd: 0, out_w: 1, err_w: 2, log_w: NSJAIL_LOG_FD}
+        readers = [out_r, err_r, log_r]
+        res_r: int | None = None
+        if profile.with_harness:
+            res_r, res_w = os.pipe()
+            targets[res_w] = RESULT_FD
+            readers.append(res_r)
+        sources = list(targets)
         try:
-            started = time.monotonic()
-            pid = os.posix_spawn(
-                nsjail_argv[0],
-                nsjail_argv,
-                env,
-                file_actions=[
-                    (os.POSIX_SPAWN_DUP2, stdin_fd, 0),
-                    (os.POSIX_SPAWN_DUP2, out_w, 1),
-                    (os.POSIX_SPAWN_DUP2, err_w, 2),
-                    (os.POSIX_SPAWN_DUP2, log_w, NSJAIL_LOG_FD),
-                ],
-                # Python ignores these; ignored signals survive exec, and the program must get defaults.
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
-                setsigmask=(),
-            )
+            high = {fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _SPAWN_FD_FLOOR) for fd in sources}
+            try:
+                started = time.monotonic()
+                pid = os.posix_spawn(
+                    nsjail_argv[0],
+                    nsjail_argv,
+                    env,
+                    file_actions=[(os.POSIX_SPAWN_DUP2, high[fd], target) for fd, target in targets.items()],
+                    # Python ignores these; ignored signals survive exec, and the program must get defaults.
+                    setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+                    setsigmask=(),
+                )
+            finally:
+                for fd in high.values():
+                    os.close(fd)
         except BaseException:
-            for fd in (out_r, err_r, log_r):
+            for fd in readers:
                 os.close(fd)
             raise
         finally:
-            for fd in (stdin_fd, out_w, err_w, log_w):
+            for fd in sources:
                 os.close(fd)
 
         try:
@@ -472,7 +524,7 @@ class Sandbox:
         except OSError:
             # Cannot happen for our own unreaped child; reap it rather than leak a zombie.
             os.waitpid(pid, 0)
-            for fd in (out_r, err_r, log_r):
+            for fd in readers:
                 os.close(fd)
             raise
         control._attach(pidfd)
@@ -490,6 +542,8 @@ class Sandbox:
                 stderr_limit=stderr_limit,
                 stdout_keep=stdout_keep,
                 stderr_keep=stderr_keep,
+                res_r=res_r,
+                result_limit=result_limit,
             )
         finally:
             control._detach()
@@ -510,12 +564,18 @@ class Sandbox:
         stderr_limit: int,
         stdout_keep: int,
         stderr_keep: tuple[int, int],
+        res_r: int | None,
+        result_limit: int,
     ) -> RunResult:
         stdout = bytearray()
         stdout_total = 0
+        # Every byte read from the program's stderr, before any filtering, minus only the loader's own lines.
+        stderr_raw_total = 0
         stderr = _Excerpt(*stderr_keep)
         noise = _LoaderNoiseFilter()
         nsjail_log = bytearray()
+        result_data = bytearray()
+        result_overflow = False
         deadline = started + profile.wall_time_s
         wall_timeout = overflow_out = overflow_err = False
         term_sent_at: float | None = None
@@ -524,11 +584,11 @@ class Sandbox:
 
         selector = selectors.DefaultSelector()
         try:
-            for fd in (out_r, err_r, log_r):
+            open_pipes = {out_r, err_r, log_r} | ({res_r} if res_r is not None else set())
+            for fd in open_pipes:
                 os.set_blocking(fd, False)
                 selector.register(fd, selectors.EVENT_READ)
             selector.register(pidfd, selectors.EVENT_READ)
-            open_pipes = {out_r, err_r, log_r}
             while open_pipes:
                 now = time.monotonic()
                 if term_sent_at is None and (now >= deadline or control.cancelled):
@@ -573,9 +633,15 @@ class Sandbox:
                         if stdout_total > stdout_limit:
                             overflow_out = True
                     elif fd == err_r:
+                        stderr_raw_total += len(data)
                         stderr.add(noise.feed(data))
-                        if stderr.total > stderr_limit:
+                        if stderr_raw_total - noise.dropped > stderr_limit:
                             overflow_err = True
+                    elif fd == res_r:
+                        room = result_limit - len(result_data)
+                        if len(data) > room:
+                            result_overflow = True
+                        result_data += data[: max(room, 0)]
                     elif len(nsjail_log) < _LOG_CAP:
                         nsjail_log += data
                     if (overflow_out or overflow_err) and term_sent_at is None:
@@ -583,9 +649,10 @@ class Sandbox:
                         term_sent_at = time.monotonic()
         finally:
             selector.close()
-            for fd in (out_r, err_r, log_r):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            for pipe in (out_r, err_r, log_r, res_r):
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(pipe)
 
         _, status, usage = os.wait4(pid, 0)
         wall = time.monotonic() - started
@@ -599,6 +666,8 @@ class Sandbox:
             stderr=stderr.value(),
             stdout_overflow=overflow_out,
             stderr_overflow=overflow_err,
+            result=bytes(result_data) if res_r is not None else None,
+            result_overflow=result_overflow,
             wall_timeout=wall_timeout,
             cancelled=control.cancelled,
             nsjail_log=nsjail_log.decode("utf-8", "replace"),
@@ -678,9 +747,16 @@ def classify(
     if result.cancelled:
         return "IE", "run cancelled"
     if result.jail_error:
-        return "IE", f"sandbox failure: {result.jail_error}"
+        # nsjail's own error names host paths (mount sources): it goes to the log, never into a verdict.
+        log.error("sandbox failure: %s", result.jail_error)
+        return "IE", "sandbox failure (nsjail could not run the program; see the executor's log)"
     if result.stdout_overflow or result.stderr_overflow:
         return "OLE", f"output limit exceeded ({output_limit // 1024} KB)"
+    near_limit = result.memory_kb >= _OOM_PEAK_FRACTION * memory_mb * 1024
+    if result.signal == signal.SIGKILL and near_limit and not result.wall_timeout:
+        # An OOM kill, even if the CPU time is past the limit too: the kernel charges the reclaim it tries
+        # before killing to the program, which on a busy host can take it past the CPU limit.
+        return "MLE", f"memory limit exceeded ({memory_mb} MB)"
     if result.cpu_s >= cpu_time_s or result.signal == signal.SIGXCPU:
         return "TLE", f"CPU time limit exceeded ({cpu_time_s:g} s)"
     if result.wall_timeout:
@@ -689,7 +765,6 @@ def classify(
         return "OK", ""
     if runtime_messages and any(marker in result.stderr for marker in _THREAD_MARKERS):
         return "RE", "process/thread limit reached"
-    near_limit = result.memory_kb >= _OOM_PEAK_FRACTION * memory_mb * 1024
     if near_limit or (runtime_messages and any(marker in result.stderr for marker in _MEMORY_MARKERS)):
         return "MLE", f"memory limit exceeded ({memory_mb} MB)"
     if result.signal == signal.SIGKILL:
@@ -700,6 +775,14 @@ def classify(
     if result.signal is not None:
         return "RE", f"killed by signal {signal_name(result.signal)}"
     return "RE", f"exit code {result.exit_code}"
+
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def printable(text: str) -> str:
+    """Tool output fit for an API response: C0 control characters (but tab and newline) and DEL removed."""
+    return _CONTROL_CHARACTERS.sub("", text)
 
 
 def signal_name(signum: int) -> str:
@@ -728,28 +811,61 @@ def is_reachable(path: Path) -> bool:
 
 
 def sandbox_visible_root(work_root: Path) -> Path:
-    """Where the files jails mount (builds, the harness) live.
+    """Where the files jails mount (builds, the harness) live: always a root-owned directory of its own under
+    STAGING_ROOT, never work_root itself.
 
-    work_root itself when the sandbox uid can reach it. A work_root inside a private directory (a 0700
-    data dir that also holds admin.key and the database, or pytest's temp dir) cannot be mounted from,
-    and must not be opened up for it; its jail-visible files then live in a root-owned directory of their
-    own under STAGING_ROOT, named by a hash of work_root (so processes sharing a work_root share builds).
+    A jailed program reads the host path of every bind mount in /proc/self/mountinfo, so that path must say
+    nothing about the host (not the data dir, nor a hash of its path, which is guessable): the directory is
+    named by a random id, created once per work root and kept in work_root/sandbox-id, so every process
+    sharing a work root agrees on it and shares its builds. A private (0700) work root, a data dir that also
+    holds admin.key and the database, stays private: the sandbox uid never has to reach into it.
     """
-    if is_reachable(work_root):
-        return work_root
-    staging = STAGING_ROOT / hashlib.sha256(str(work_root).encode()).hexdigest()[:24]
+    staging = STAGING_ROOT / _staging_id(work_root)
     for directory in (STAGING_ROOT, staging):
         _make_root_dir(directory)
     if not is_reachable(staging):
         raise RuntimeError(f"{staging} is not searchable by the sandbox user; check the modes of its parents")
-    owner = staging / "work_root"
+    owner = staging / _STAGING_OWNER
     if not owner.exists():
-        temp = staging / f".work_root.{os.getpid()}"
-        temp.write_text(str(work_root))
+        temp = staging / f".{_STAGING_OWNER}.{os.getpid()}.{secrets.token_hex(4)}"
+        _write_private(temp, str(work_root))
         os.replace(temp, owner)
     _remove_orphaned_staging()
-    log.info("jail-visible files for %s live in %s (the work root is not reachable by the sandbox)", work_root, staging)
+    log.info("jail-visible files for %s live in %s", work_root, staging)
     return staging
+
+
+def _staging_id(work_root: Path) -> str:
+    """The work root's random staging id: read from work_root/sandbox-id, or created there atomically
+    (written to a temp file, then linked into place; a process that loses the race reads the winner's)."""
+    path = work_root / _STAGING_ID_FILE
+    if not os.path.lexists(path):
+        temp = work_root / f".{_STAGING_ID_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+        _write_private(temp, secrets.token_hex(16) + "\n")
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            pass
+        finally:
+            temp.unlink()
+    staging_id = _read_small(path).strip()
+    if not _STAGING_ID.fullmatch(staging_id):
+        raise RuntimeError(f"{path} does not hold a staging id (32 hex digits); remove it to make a new one")
+    return staging_id
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Create `path` (it must not exist), mode 0600, with `text`."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+def _read_small(path: Path) -> str:
+    """The start of a small file we wrote, never through a symlink."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "r") as handle:
+        return handle.read(4096)
 
 
 def _make_root_dir(directory: Path) -> None:
@@ -763,12 +879,26 @@ def _make_root_dir(directory: Path) -> None:
 
 
 def _remove_orphaned_staging() -> None:
-    """Staging directories whose work_root is gone (a deleted temp data dir) are only garbage."""
+    """Staging directories whose work root is gone (a deleted temp data dir), or whose work root now names
+    another one (it was recreated), are only garbage. One still being set up has no owner file yet: kept.
+    Directories named the old way (a hash of the path) go only with their work root, since a process of
+    the previous version may still be using one."""
     for entry in os.scandir(STAGING_ROOT):
-        owner = Path(entry.path) / "work_root"
-        with contextlib.suppress(OSError):
-            if entry.is_dir(follow_symlinks=False) and not Path(owner.read_text()).exists():
-                shutil.rmtree(entry.path, ignore_errors=True)
+        try:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            work_root = Path(_read_small(Path(entry.path) / _STAGING_OWNER))
+        except OSError:
+            continue
+        if not work_root.exists():
+            shutil.rmtree(entry.path, ignore_errors=True)
+            continue
+        try:
+            current = _read_small(work_root / _STAGING_ID_FILE).strip()
+        except OSError:
+            continue
+        if _STAGING_ID.fullmatch(entry.name) and current != entry.name:
+            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def default_nsjail_path() -> Path:

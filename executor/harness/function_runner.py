@@ -1,177 +1,651 @@
-"""Function-mode harness: runs inside the jail (the jail's /usr/bin/python3, 3.11, stdlib only), imports the
-candidate program, runs one test against its entry point and reports the result to the host.
+"""Function-mode harness. It runs inside the jail (the jail's /usr/bin/python3, 3.11, standard library only) as
+the jail's PID 1, and it is built so that nothing the candidate can do makes the platform believe a wrong result.
 
-Invocation: python3 -I -B function_runner.py /prog/main.py
-stdin:  line 1: a random nonce chosen by the host for this run
-        rest:   JSON, either {"entry_point": "f", "args": [...]}          (call f(*args), report its value)
-                or           {"entry_point": "f", "code": "def check(candidate): ..."}
-                             (HumanEval/MBPP style: the test passes iff the code, then check(f), run cleanly)
-stdout: the program's own prints, and one line "<nonce> <json result>" written by this harness, where the
-        result's "status" is value | pass | fail | error | memory | bad_value | bad_test.
+Invocation:  python3 -I -B function_runner.py /prog/main.py
+fd 0:        the request, JSON: {"entry_point": "f", "args": [...]}      (an argument test: call f(*args))
+                             or {"entry_point": "f", "code": "..."}     (a code test: run the code, then check(f))
+fd 1, 2:     the candidate's (and the test code's) own output; the host counts every byte of it.
+fd 4:        RESULT_FD, the result channel to the host: one JSON document, written by this supervisor only.
 
-Why the nonce: the candidate shares stdout, so it could print a fake result line. The nonce is read, and
-stdin closed, before the candidate is imported, so it cannot be read back from stdin or /proc/self/fd/0,
-and the host accepts only a line that carries it.
-Residual risk (accepted, documented): the candidate runs in this same interpreter, so a program written to
-attack this harness could still find the nonce (walking gc.get_objects(), frames, or reading
-/proc/self/mem), or monkeypatch json/os before we report, and forge a passing line. Defeating that needs
-a second process boundary per test; the payoff is low, since a forged pass only fools the verdict of the
-forger's own submission, and the jail still contains everything it does.
+Two processes, one trust boundary:
+- the supervisor (this process, PID 1) makes itself non-dumpable first, so no other process in the jail can
+  read its memory, open its file descriptors or attach to it (/proc/1/mem, /proc/1/fd/*, pidfd_getfd: EPERM);
+  as PID 1 of its namespace it receives no signal from inside the jail that it has no handler for, and it
+  ignores SIGINT, the only signal Python handles by default. It holds the request (the hidden test code) and
+  the result channel, and runs the problem's test code.
+- the candidate process is forked from the supervisor *before* the request is read, so its memory holds no test
+  code; it closes fd 0 and the result channel before it imports the program. It answers calls: the supervisor
+  sends arguments, the candidate sends back its return value (or the exception it raised) as data.
+
+Everything crossing between the two is data in one strict, tagged encoding (`encode_value`/`decode_value`:
+None, bool, int, float, complex, str, bytes, list, tuple, dict, set, frozenset, range; never pickle, never an
+object with behaviour). A candidate that lies in its replies can only claim a return value, which the test code
+(code tests) or the host (argument tests) then compares itself. `__eq__`, `__abs__` or `__sub__` of a returned
+object never run on the trusted side, because the object never gets there: only its data does.
+
+Result statuses written to RESULT_FD: value (argument tests: the encoded return value; the host compares it),
+pass | fail (code tests), error (the candidate raised, or has no such function), died (the candidate's process
+ended: exit code or signal; the host classifies it as RE/TLE/MLE), memory, bad_test (the test itself is broken:
+the platform's or the author's fault, never the candidate's), internal (a bug in this harness).
 """
 
-import importlib.util
+import builtins
 import json
 import os
+import signal
+import struct
 import sys
 import traceback
 
+RESULT_FD = 4
+# Bounds on what crosses a trust boundary: one reply of the candidate, the result sent to the executor, and the
+# nesting depth of a value. Integers in an argument test's result are JSON numbers, so their size is bounded too.
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+MAX_RESULT_BYTES = 8 * 1024 * 1024
+MAX_DEPTH = 100
+MAX_INT_DIGITS = 4000
+MAX_INT_BITS = 13287  # 4000 decimal digits
 _MESSAGE_CAP = 500
+_PR_SET_DUMPABLE = 4
+_HEADER = struct.Struct(">I")
 
 
-def _main():
-    raw = sys.stdin.buffer.read()
-    nonce_bytes, _, payload = raw.partition(b"\n")
-    nonce = nonce_bytes.decode("ascii").strip()
-    request = json.loads(payload)
-    del raw, payload
-    # Gone before the candidate exists: /proc/self/fd/0 would let it reopen the memfd and read the nonce.
+# --- the data encoding, shared with the host (executor/run.py decodes argument-test values with it) ----------
+
+
+class NotData(TypeError):
+    """A value that is not plain data and cannot cross between processes."""
+
+
+def encode_value(value, depth=0):
+    """A JSON-able, tagged copy of `value`. Exact types decide; subclasses are reduced to their base value with
+    the base type's own methods, so a subclass's overrides never change what is sent."""
+    if depth > MAX_DEPTH:
+        raise NotData("a value nested more than " + str(MAX_DEPTH) + " levels deep")
+    kind = type(value)  # the real type: isinstance() believes a spoofed __class__
+    if value is None:
+        return ["none"]
+    if value is True or value is False:
+        return ["bool", value is True]
+    if issubclass(kind, int):
+        return ["int", int.__format__(value, "x")]  # hex: no int-to-decimal digit limit
+    if issubclass(kind, float):
+        return ["float", float.__repr__(value)]
+    if issubclass(kind, complex):
+        return ["complex", [float.__repr__(complex.real.__get__(value)), float.__repr__(complex.imag.__get__(value))]]
+    if issubclass(kind, str):
+        return ["str", str.__str__(value)]
+    if issubclass(kind, (bytes, bytearray)):
+        return ["bytes", bytes(value).hex()]
+    if issubclass(kind, range):
+        return [
+            "range",
+            [int.__format__(value.start, "x"), int.__format__(value.stop, "x"), int.__format__(value.step, "x")],
+        ]
+    if issubclass(kind, list):
+        return ["list", [encode_value(item, depth + 1) for item in list.__iter__(value)]]
+    if issubclass(kind, tuple):
+        return ["tuple", [encode_value(item, depth + 1) for item in tuple.__iter__(value)]]
+    if issubclass(kind, dict):
+        return ["dict", [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in dict.items(value)]]
+    if issubclass(kind, frozenset):
+        return ["frozenset", [encode_value(item, depth + 1) for item in frozenset.__iter__(value)]]
+    if issubclass(kind, set):
+        return ["set", [encode_value(item, depth + 1) for item in set.__iter__(value)]]
+    if hasattr(kind, "__next__") and hasattr(kind, "__iter__"):
+        # A generator or other iterator travels as its items (a test may call list() on it).
+        return ["iter", [encode_value(item, depth + 1) for item in value]]
+    raise NotData(
+        "a " + kind.__name__[:100] + ", which is not data (None, bool, int, float, complex, str, bytes, list, tuple, "
+        "dict, set, frozenset or range)"
+    )
+
+
+def decode_value(node, depth=0):
+    """The value an `encode_value` document describes. Anything malformed raises ValueError (never anything that
+    runs code: only built-in types are constructed)."""
+    if depth > MAX_DEPTH + 1:
+        raise ValueError("nested too deeply")
+    if type(node) is not list or not node or type(node[0]) is not str:
+        raise ValueError("not a tagged value")
+    tag = node[0]
+    if tag == "none" and len(node) == 1:
+        return None
+    if len(node) != 2:
+        raise ValueError("malformed " + tag[:20])
+    payload = node[1]
+    if tag == "bool" and type(payload) is bool:
+        return payload
+    if tag == "int" and type(payload) is str:
+        return int(payload, 16)
+    if tag == "float" and type(payload) is str:
+        return float(payload)
+    if tag == "complex" and type(payload) is list and len(payload) == 2:
+        return complex(float(_text(payload[0])), float(_text(payload[1])))
+    if tag == "str" and type(payload) is str:
+        return payload
+    if tag == "bytes" and type(payload) is str:
+        return bytes.fromhex(payload)
+    if tag == "range" and type(payload) is list and len(payload) == 3:
+        return range(*(int(_text(part), 16) for part in payload))
+    if type(payload) is not list:
+        raise ValueError("malformed " + tag[:20])
+    if tag == "list":
+        return [decode_value(item, depth + 1) for item in payload]
+    if tag == "iter":
+        return iter([decode_value(item, depth + 1) for item in payload])
+    if tag == "tuple":
+        return tuple(decode_value(item, depth + 1) for item in payload)
+    try:
+        if tag == "dict":
+            pairs = []
+            for pair in payload:
+                if type(pair) is not list or len(pair) != 2:
+                    raise ValueError("malformed dict item")
+                pairs.append((decode_value(pair[0], depth + 1), decode_value(pair[1], depth + 1)))
+            return dict(pairs)
+        if tag == "set":
+            return {decode_value(item, depth + 1) for item in payload}
+        if tag == "frozenset":
+            return frozenset(decode_value(item, depth + 1) for item in payload)
+    except TypeError as exc:  # an unhashable key or element
+        raise ValueError(str(exc)) from None
+    raise ValueError("unknown tag " + repr(tag[:20]))
+
+
+def _text(node):
+    if type(node) is not str:
+        raise ValueError("expected text")
+    return node
+
+
+def loads_limited(data):
+    """JSON from untrusted bytes: size-capped, and deep nesting is an error, not a crash."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ValueError("message too large")
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+# --- framing on the pipes between supervisor and candidate ---------------------------------------------------
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _send(fd, message):
+    data = json.dumps(message, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    _write_all(fd, _HEADER.pack(len(data)) + data)
+
+
+def _read_exactly(fd, size):
+    chunks = []
+    while size:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _receive(fd):
+    """One message, or None at end of file. ValueError for anything malformed or too large."""
+    header = _read_exactly(fd, _HEADER.size)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_MESSAGE_BYTES:
+        raise ValueError("a message of " + str(size) + " bytes is over the limit")
+    data = _read_exactly(fd, size)
+    if data is None:
+        return None
+    return loads_limited(data)
+
+
+# --- the candidate process -------------------------------------------------------------------------------------
+
+
+def _candidate_main(calls, replies, program):
+    """Runs in the forked child: import the program, then answer calls until the supervisor hangs up."""
+    try:
+        message = _receive(calls)
+        if message is None:
+            os._exit(0)
+        entry_point = message["entry_point"]
+        sys.argv = [program]
+        import importlib.util
+
+        try:
+            spec = importlib.util.spec_from_file_location("solution", program)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["solution"] = module
+            spec.loader.exec_module(module)
+        except BaseException as exc:
+            _send(replies, {"raised_importing": _exception_data(exc)})
+            os._exit(0)
+        function = getattr(module, entry_point, None)
+        if not callable(function):
+            _send(replies, {"missing": entry_point})
+            os._exit(0)
+        _send(replies, {"ready": True})
+        while True:
+            message = _receive(calls)
+            if message is None:
+                os._exit(0)
+            args = [decode_value(arg) for arg in message["args"]]
+            kwargs = {name: decode_value(value) for name, value in message["kwargs"]}
+            try:
+                value = function(*args, **kwargs)
+            except BaseException as exc:
+                _send(replies, {"raised": _exception_data(exc)})
+                continue
+            try:
+                encoded = encode_value(value)
+            except (TypeError, ValueError, RecursionError) as exc:
+                _send(replies, {"not_data": _cap(str(exc)) if isinstance(exc, NotData) else _describe(exc)})
+                continue
+            _send(replies, {"value": encoded})
+    except BaseException:
+        os._exit(70)
+
+
+def _exception_data(exc):
+    """[type name, message]: what crosses the boundary of an exception the candidate raised."""
+    try:
+        detail = str(exc.code) if isinstance(exc, SystemExit) else str(exc)
+    except BaseException:
+        detail = ""
+    return [type(exc).__name__[:100], _cap(detail)]
+
+
+# --- the supervisor ------------------------------------------------------------------------------------------
+
+
+class CandidateGone(BaseException):
+    """The candidate's process ended or broke the protocol. A BaseException, so `except Exception` in test code
+    cannot swallow it (and if a bare `except:` does, the supervisor still knows: `_Candidate.gone`)."""
+
+    def __init__(self, status):
+        super().__init__(status.get("message", "the program's process ended"))
+        self.status = status
+
+
+_UNREADABLE = {"status": "error", "message": "the program's process sent an unreadable reply"}
+
+
+class CandidateError(Exception):
+    """An exception the candidate raised whose type is not rebuilt as a built-in one."""
+
+
+class _BadTest(Exception):
+    pass
+
+
+# Built-in exceptions with control-flow meaning: rebuilt, they would end the test's own loops (a StopIteration
+# raised into map() or filter() silently ends the iteration, and the asserts after it never run).
+_NOT_REBUILT = (StopIteration, StopAsyncIteration)
+
+
+def _valid_reply(reply):
+    """The reply if it has exactly the shape of one of the candidate's messages, else CandidateGone: nothing a
+    candidate sends can make the supervisor fail in a way that looks like the platform's fault."""
+    if type(reply) is dict and len(reply) == 1:
+        (key, value), = reply.items()
+        if key == "ready" and value is True:
+            return reply
+        if key in ("missing", "not_data") and type(value) is str:
+            return reply
+        if key == "value" and type(value) is list:
+            return reply
+        if key in ("raised", "raised_importing") and type(value) is list and len(value) == 2:
+            if type(value[0]) is str and type(value[1]) is str:
+                return reply
+    raise CandidateGone(_UNREADABLE)
+
+
+class _Candidate:
+    """The supervisor's handle on the candidate process: call() sends arguments and returns the reply's data."""
+
+    def __init__(self, pid, calls, replies):
+        self.pid = pid
+        self.calls = calls
+        self.replies = replies
+        self.raised = []
+        # Set once the candidate's process ended or broke the protocol: the test's outcome no longer counts.
+        self.gone = None
+
+    def start(self, entry_point):
+        reply = self._exchange({"entry_point": entry_point})
+        if "ready" in reply:
+            return None
+        if "missing" in reply:
+            return {"status": "error", "message": _cap("the program does not define a function " + repr(reply["missing"]))}
+        if "raised_importing" in reply:
+            return _error_status(reply["raised_importing"], " while importing the program")
+        raise self._gone(_UNREADABLE)
+
+    def call(self, args, kwargs):
+        try:
+            message = {
+                "args": [encode_value(arg) for arg in args],
+                "kwargs": [[str(name), encode_value(value)] for name, value in kwargs.items()],
+            }
+        except (NotData, RecursionError) as exc:
+            raise _BadTest("the test passes a value that is not data to the candidate: " + _describe(exc)) from None
+        reply = self._exchange(message)
+        if "value" in reply:
+            try:
+                return decode_value(reply["value"])
+            except (ValueError, RecursionError, OverflowError, MemoryError):
+                raise self._gone(_UNREADABLE) from None
+        if "raised" in reply:
+            exc = _rebuilt_exception(reply["raised"])
+            self.raised.append((exc, reply["raised"]))
+            raise exc
+        if "not_data" in reply:
+            # Not the candidate raising: its value simply is not what any test can compare (WA, as before).
+            raise CandidateError("the function returned " + reply["not_data"])
+        raise self._gone(_UNREADABLE)
+
+    def value(self, args):
+        """An argument test: the encoded return value, or the status that ends the test."""
+        reply = self._exchange({"args": [encode_value(arg) for arg in args], "kwargs": []})
+        if "value" in reply:
+            try:
+                data = json_data(decode_value(reply["value"]))
+            except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+                return {"status": "bad_value", "message": _cap("the function returned " + str(exc))}
+            return {"status": "value", "value": data}
+        if "raised" in reply:
+            return _error_status(reply["raised"])
+        if "not_data" in reply:
+            return {"status": "bad_value", "message": _cap("the function returned " + reply["not_data"])}
+        raise self._gone(_UNREADABLE)
+
+    def _exchange(self, message):
+        if self.gone is not None:
+            raise CandidateGone(self.gone)
+        try:
+            _send(self.calls, message)
+        except OSError:
+            raise self._gone(self._ended()) from None
+        try:
+            reply = _receive(self.replies)
+        except (ValueError, OSError, MemoryError):
+            raise self._gone(_UNREADABLE) from None
+        if reply is None:
+            raise self._gone(self._ended())
+        try:
+            return _valid_reply(reply)
+        except CandidateGone as gone:
+            raise self._gone(gone.status) from None
+
+    def _gone(self, status):
+        self.gone = status
+        return CandidateGone(status)
+
+    def _ended(self):
+        """The candidate hung up: wait for it and describe how it ended."""
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        if os.WIFSIGNALED(status):
+            return {"status": "died", "signal": os.WTERMSIG(status)}
+        return {"status": "died", "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1}
+
+    def stop(self):
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _rebuilt_exception(data):
+    name, message = data
+    kind = getattr(builtins, name, None)
+    if (
+        isinstance(kind, type)
+        and issubclass(kind, Exception)
+        and not issubclass(kind, _NOT_REBUILT)
+    ):
+        try:
+            return kind(message)
+        except BaseException:
+            pass
+    return CandidateError(_cap(name + (": " + message if message else "")))
+
+
+def _error_status(data, where=""):
+    name, detail = data
+    if name == "SystemExit":
+        return {"status": "error", "message": _cap("the program called exit(" + detail + ")" + where)}
+    message = _cap(name + (": " + detail if detail else "") + where)
+    return {"status": "memory" if name == "MemoryError" else "error", "message": message}
+
+
+def json_data(value, depth=0):
+    """An argument test's return value as the JSON data the executor compares: tuples, ranges and iterators become
+    lists, sets sorted lists (in their order if unsortable), dict keys strings (a non-string key as its JSON
+    text). Runs here, inside the jail, so expanding a huge range costs the jail's limits, not the executor's.
+    Raises ValueError for values JSON has no form for (bytes, complex numbers, integers of more than
+    MAX_INT_DIGITS digits)."""
+    if depth > MAX_DEPTH:
+        raise ValueError("a value nested more than " + str(MAX_DEPTH) + " levels deep")
+    if value is None or type(value) in (bool, str):
+        return value
+    if type(value) is int:
+        if value.bit_length() > MAX_INT_BITS:
+            raise ValueError("an integer of more than " + str(MAX_INT_DIGITS) + " digits")
+        return value
+    if type(value) is float:
+        return value  # NaN and the infinities travel as JSON's NaN/Infinity extension, which the executor reads
+    if type(value) in (list, tuple, range) or hasattr(type(value), "__next__"):
+        return [json_data(item, depth + 1) for item in value]
+    if type(value) in (set, frozenset):
+        items = [json_data(item, depth + 1) for item in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    if type(value) is dict:
+        converted = {}
+        for key, item in value.items():
+            if key is not None and type(key) not in (str, int, float, bool):
+                raise ValueError("a dict key of type " + type(key).__name__ + ", which JSON has no form for")
+            converted[key if type(key) is str else json.dumps(json_data(key))] = json_data(item, depth + 1)
+        return converted
+    raise ValueError("a " + type(value).__name__ + ", which JSON has no form for")
+
+
+def _report(result):
+    """Write the one result document to the host and end the jail (PID 1 exiting ends every process in it)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    try:
+        data = json.dumps(result, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    except BaseException as exc:
+        data = json.dumps({"status": "internal", "message": "cannot encode the result: " + _describe(exc)}).encode()
+    if len(data) > MAX_RESULT_BYTES:
+        if result.get("status") == "value":
+            message = "the function returned a value of more than " + str(MAX_RESULT_BYTES >> 20) + " MiB as JSON"
+            data = json.dumps({"status": "bad_value", "message": message}).encode()
+        else:
+            data = json.dumps({"status": "internal", "message": "the harness's result is too large"}).encode()
+    try:
+        _write_all(RESULT_FD, data)
+    finally:
+        os._exit(0)
+
+
+def undefined_names(code, entry_point):
+    """Names the test code reads but never binds and that are not built-ins: a test that uses them is broken
+    (the candidate module's globals are not visible to it). Empty if the code could bind names dynamically
+    (`from m import *`)."""
+    import ast
+
+    tree = ast.parse(code)
+    bound = {"candidate", entry_point, "__name__", "__file__", "__builtins__"}
+    loaded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    return []
+                bound.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    return sorted(name for name in loaded - bound if not hasattr(builtins, name))
+
+
+def _supervise(program):
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        _report({"status": "internal", "message": "cannot make the harness non-dumpable"})
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.set_inheritable(RESULT_FD, False)
+    calls_r, calls_w = os.pipe()
+    replies_r, replies_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(RESULT_FD)
+            os.close(calls_w)
+            os.close(replies_r)
+            os.close(0)
+            os.open(os.devnull, os.O_RDONLY)  # fd 0 again: the candidate's stdin is empty
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        except BaseException:
+            os._exit(70)
+        _candidate_main(calls_r, replies_w, program)
+        os._exit(0)
+    os.close(calls_r)
+    os.close(replies_w)
+    with open(0, "rb", closefd=False) as stdin:
+        request = json.loads(stdin.read())
     os.close(0)
     os.open(os.devnull, os.O_RDONLY)
-    sys.stdin = open(0, closefd=False)
-    # The result goes through a private copy of stdout taken now, with functions bound now, so the
-    # candidate closing fd 1 or replacing sys.stdout does not stop (or redirect) the report.
-    result_fd = os.dup(1)
-    dumps, write, flush_exit = json.dumps, os.write, os._exit
-
-    def report(result):
-        """Write the result line and end the process: never returns."""
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        try:
-            text = dumps(result, allow_nan=True)
-        except BaseException as exc:
-            text = dumps({"status": "bad_value", "message": "cannot encode the result: " + _describe(exc)})
-        data = (nonce + " " + text + "\n").encode("utf-8", "surrogatepass")
-        while data:
-            data = data[write(result_fd, data):]
-        # Skip the candidate's atexit hooks and finalizers: nothing it registered runs after the report.
-        flush_exit(0)
-
-    module_path = sys.argv[1]
     entry_point = request["entry_point"]
-    sys.argv = [module_path]
+    compiled = None
+    if "code" in request:
+        # Checked before the candidate runs, so nothing it does can make a test look broken.
+        try:
+            compiled = compile(request["code"], "<test>", "exec", dont_inherit=True)
+            undefined = undefined_names(request["code"], entry_point)
+        except (SyntaxError, ValueError) as exc:
+            _report({"status": "bad_test", "message": "the test code does not compile: " + _describe(exc)})
+        if undefined:
+            _report(
+                {
+                    "status": "bad_test",
+                    "message": _cap(
+                        "the test code uses " + ", ".join(undefined) + ", which it never defines (tests see only "
+                        "`candidate` and the entry point, not the program's globals: define helpers in the test)"
+                    ),
+                }
+            )
+    candidate = _Candidate(pid, calls_w, replies_r)
     try:
-        spec = importlib.util.spec_from_file_location("solution", module_path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["solution"] = module
-        spec.loader.exec_module(module)
-    except BaseException as exc:
-        report(_error(exc, "while importing the program: "))
-    function = getattr(module, entry_point, None)
-    if not callable(function):
-        report({"status": "error", "message": "the program does not define a function " + repr(entry_point)})
-
-    if "args" in request:
-        try:
-            value = function(*request["args"])
-        except BaseException as exc:
-            report(_error(exc, ""))
-        try:
-            report({"status": "value", "value": _to_json(value)})
-        except (TypeError, ValueError, RecursionError) as exc:
-            report({"status": "bad_value", "message": _describe(exc)})
-
-    _run_test_code(request["code"], module, function, entry_point, report)
+        failed = candidate.start(entry_point)
+        if failed is not None:
+            _report(failed)
+        if compiled is None:
+            result = candidate.value(request["args"])
+        else:
+            result = _code_test(candidate, compiled, request["code"], entry_point)
+        # A test that swallowed the candidate's end (`except:`) does not turn it into a pass.
+        _report(candidate.gone if candidate.gone is not None else result)
+    except CandidateGone as gone:
+        _report(gone.status)
+    finally:
+        candidate.stop()
 
 
-def _run_test_code(code, module, function, entry_point, report):
-    try:
-        compiled = compile(code, "<test>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
-        report({"status": "bad_test", "message": "the test code does not compile: " + _describe(exc)})
-    raised = []
+def _code_test(candidate, compiled, code, entry_point):
+    def proxy(*args, **kwargs):
+        return candidate.call(args, kwargs)
 
-    def candidate(*args, **kwargs):
-        try:
-            return function(*args, **kwargs)
-        except BaseException as exc:
-            raised.append(exc)
-            raise
-
-    # The test sees the candidate module's globals, as in HumanEval's own harness (some checks call helper
-    # functions defined next to the entry point), and the entry point by name (MBPP's bare asserts).
-    namespace = dict(vars(module))
-    namespace.update({"__name__": "__test__", entry_point: candidate})
+    # The test code sees the candidate by name (MBPP's bare asserts) and as check()'s argument (HumanEval).
+    # It does not see the candidate module's other globals: a helper the test needs must be part of the test.
+    namespace = {"__name__": "__test__", "__builtins__": builtins, entry_point: proxy, "candidate": proxy}
     try:
         exec(compiled, namespace)
         check = namespace.get("check")
         if callable(check):
-            check(candidate)
+            check(proxy)
+    except CandidateGone:
+        raise
+    except _BadTest as exc:
+        return {"status": "bad_test", "message": _cap(str(exc))}
     except BaseException as exc:
-        if raised and raised[-1] is exc:
-            report(_error(exc, ""))
+        if candidate.raised and candidate.raised[-1][0] is exc:
+            return _error_status(candidate.raised[-1][1])
         if isinstance(exc, MemoryError):
-            report({"status": "memory", "message": _describe(exc)})
+            return {"status": "memory", "message": "MemoryError"}
         if isinstance(exc, AssertionError):
-            report({"status": "fail", "message": _failed_assertion(exc, code)})
-        report({"status": "fail", "message": "the test raised " + _describe(exc)})
-    report({"status": "pass"})
-
-
-def _error(exc, prefix):
-    if isinstance(exc, MemoryError):
-        return {"status": "memory", "message": prefix + _describe(exc)}
-    if isinstance(exc, SystemExit):
-        return {"status": "error", "message": prefix + "the program called exit(" + _cap(repr(exc.code)) + ")"}
-    return {"status": "error", "message": prefix + _describe(exc)}
+            return {"status": "fail", "message": _failed_assertion(exc, code)}
+        return {"status": "fail", "message": "the test raised " + _describe(exc)}
+    return {"status": "pass"}
 
 
 def _describe(exc):
-    line = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    """`Type: message`, capped; never raises (a message built from a candidate's value may not render)."""
+    try:
+        line = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    except BaseException:
+        line = type(exc).__name__
     return _cap(line)
 
 
 def _failed_assertion(exc, code):
     """The failing assert's source line: HumanEval's asserts usually carry no message."""
+    try:
+        detail = str(exc)
+    except BaseException:
+        detail = "(a message that cannot be shown)"
     lines = code.splitlines()
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if frame.filename == "<test>" and 0 < frame.lineno <= len(lines):
-            detail = str(exc)
             text = "failed: " + lines[frame.lineno - 1].strip()
             return _cap(text + (" (" + detail + ")" if detail else ""))
-    return _cap("failed: " + (str(exc) or "AssertionError"))
+    return _cap("failed: " + (detail or "AssertionError"))
 
 
 def _cap(text):
     return text if len(text) <= _MESSAGE_CAP else text[: _MESSAGE_CAP - 3] + "..."
 
 
-def _to_json(value, depth=0):
-    """The return value as JSON data: tuples become lists, sets sorted lists; anything else is refused."""
-    if depth > 100:
-        raise ValueError("the return value is nested too deeply")
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value  # NaN and infinities travel as NaN/Infinity, which the host's json accepts
-    if isinstance(value, (list, tuple)):
-        return [_to_json(item, depth + 1) for item in value]
-    if isinstance(value, (set, frozenset)):
-        items = [_to_json(item, depth + 1) for item in value]
-        try:
-            return sorted(items)
-        except TypeError:
-            return items
-    if isinstance(value, dict):
-        converted = {}
-        for key, item in value.items():
-            if not isinstance(key, (str, int, float, bool)) and key is not None:
-                raise TypeError("a dict key of type " + type(key).__name__ + " is not JSON")
-            converted[key if isinstance(key, str) else json.dumps(key)] = _to_json(item, depth + 1)
-        return converted
-    raise TypeError("the function returned a " + type(value).__name__ + ", which is not JSON data")
+def main():
+    try:
+        _supervise(sys.argv[1])
+    except SystemExit:
+        raise
+    except MemoryError:
+        _report({"status": "memory", "message": "MemoryError"})
+    except BaseException as exc:
+        _report({"status": "internal", "message": _describe(exc)})
 
 
 if __name__ == "__main__":
-    _main()
+    main()

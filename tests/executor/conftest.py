@@ -18,6 +18,8 @@ FAST = Limits(cpu_time_s=1, wall_time_s=10, memory_mb=128, output_kb=64, process
 # For programs that are meant to hit the wall limit (they sleep or spin in many processes).
 SHORT_WALL = Limits(cpu_time_s=1, wall_time_s=1.5, memory_mb=128, output_kb=64, processes=16)
 DEFAULT_CHECKER = CheckerSpec()
+# The build cache is per tenant; unless a test says otherwise, every execute runs as this one.
+TENANT = "tenant-a"
 
 
 def make_executor(work_root: Path, **kwargs: Any) -> Executor:
@@ -49,13 +51,14 @@ async def run(
     expected: str | None = None,
     limits: Limits = FAST,
     checker: CheckerSpec = DEFAULT_CHECKER,
+    tenant: str = TENANT,
     **kwargs: Any,
 ) -> ExecutionOutcome:
-    """One execute; by default a single stdio test with `stdin` and `expected`."""
+    """One execute (as `tenant`); by default a single stdio test with `stdin` and `expected`."""
     if tests is None:
         tests = [TestCase(input=stdin, expected=expected)]
     return await executor.execute(
-        language=language, source_code=source, tests=tests, limits=limits, checker=checker, **kwargs
+        tenant=tenant, language=language, source_code=source, tests=tests, limits=limits, checker=checker, **kwargs
     )
 
 

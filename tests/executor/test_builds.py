@@ -4,17 +4,22 @@ language descriptions (Java class names, toolchain versions)."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import shutil
+import stat
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from executor import sandbox
 from executor.builds import UnsafeBuildError
 from executor.languages import LANGUAGES, java_main_class, java_public_class
 from executor.run import Executor, TestCase
-from tests.executor.conftest import SUM_SOURCES, run
+from executor.sandbox import STAGING_ROOT
+from tests.executor.conftest import SUM_SOURCES, dispose, run
 
 
 def unique(language: str) -> str:
@@ -36,6 +41,29 @@ async def test_second_execute_uses_the_cached_build(executor: Executor, language
     assert (first.verdict, second.verdict) == ("AC", "AC")
     assert (first.build_cached, second.build_cached) == (False, True)
     assert len(set(published_builds(executor)) - before) == 1
+
+
+@pytest.mark.parametrize("language", ["python", "c"])
+async def test_builds_are_not_shared_between_tenants(executor: Executor, language: str) -> None:
+    """A cache hit answers faster: tenant B must not learn that tenant A compiled the same source."""
+    source = unique(language)
+    before = set(published_builds(executor))
+    first_a = await run(executor, language, source, stdin="2 3", expected="5", tenant="tenant-a")
+    first_b = await run(executor, language, source, stdin="2 3", expected="5", tenant="tenant-b")
+    second_b = await run(executor, language, source, stdin="4 4", expected="8", tenant="tenant-b")
+    second_a = await run(executor, language, source, stdin="4 4", expected="8", tenant="tenant-a")
+    assert [o.verdict for o in (first_a, first_b, second_b, second_a)] == ["AC"] * 4
+    assert [o.build_cached for o in (first_a, first_b, second_b, second_a)] == [False, False, True, True]
+    assert len(set(published_builds(executor)) - before) == 2
+
+
+async def test_concurrent_executes_of_one_source_by_two_tenants_compile_twice(executor: Executor) -> None:
+    source = unique("c")
+    outcomes = await asyncio.gather(
+        *(run(executor, "c", source, stdin="1 1", expected="2", tenant=f"tenant-{i % 2}") for i in range(4))
+    )
+    assert [o.verdict for o in outcomes] == ["AC"] * 4
+    assert sorted(o.build_cached for o in outcomes) == [False, False, True, True]
 
 
 async def test_concurrent_executes_of_one_source_compile_once(executor: Executor) -> None:
@@ -162,17 +190,54 @@ def test_languages_report_real_toolchains(executor: Executor) -> None:
     assert all(entry["name"] and entry["runtime"] for entry in listed.values())
 
 
-async def test_reachable_work_root_keeps_builds_inside() -> None:
-    """A work root the sandbox uid can reach holds its own builds (pytest's temp dir cannot: it is 0700,
-    so the other executors here stage their builds under /var/cache/tribunal-sandbox)."""
+async def test_builds_are_always_staged_under_a_random_name() -> None:
+    """Even a work root the sandbox uid could reach keeps no jail-visible files: they live under
+    /var/cache/tribunal-sandbox/<random id>, the id kept (0600) in the work root, not derived from its path."""
     base = Path("/tmp") / f"tribunal-test-{uuid.uuid4().hex}"
     base.mkdir(mode=0o711)
     base.chmod(0o711)
-    executor = Executor(base / "work", slots=1)
+    executors: list[Executor] = []
     try:
-        assert executor.builds_root == base / "work" / "builds"
+        executor = Executor(base / "work", slots=1)
+        executors.append(executor)
+        staging = executor.builds_root.parent
+        id_file = base / "work" / "sandbox-id"
+        assert staging.parent == STAGING_ROOT
+        assert id_file.read_text().strip() == staging.name
+        assert len(staging.name) == 32 and int(staging.name, 16) >= 0
+        assert stat.S_IMODE(id_file.stat().st_mode) == 0o600
+        assert (staging / "work_root").read_text() == str(base / "work")
+        assert stat.S_IMODE(staging.stat().st_mode) == 0o711
+        assert not (base / "work" / "builds").exists() and not (base / "work" / "harness").exists()
         outcome = await run(executor, "python", SUM_SOURCES["python"], [TestCase("1 2", "3")])
         assert outcome.verdict == "AC"
-    finally:
+
+        # Another work root gets another id; the same path recreated gets a new one, and the old staging
+        # directory goes as garbage when the next Executor starts.
+        other = Executor(base / "other", slots=1)
+        executors.append(other)
+        assert other.builds_root.parent not in (staging, STAGING_ROOT)
         executor.close()
+        shutil.rmtree(base / "work")
+        again = Executor(base / "work", slots=1)
+        executors.append(again)
+        assert again.builds_root.parent != staging
+        assert not staging.exists()
+    finally:
+        for each in executors:
+            dispose(each)
         shutil.rmtree(base)
+
+
+def test_concurrent_processes_agree_on_the_staging_id(tmp_path: Path) -> None:
+    """The id is published by link(): racing processes all read the winner's."""
+    work_root = tmp_path / "work"
+    work_root.mkdir()
+    with ProcessPoolExecutor(max_workers=4, mp_context=multiprocessing.get_context("spawn")) as pool:
+        ids = list(pool.map(sandbox.sandbox_visible_root, [work_root] * 8))
+    try:
+        assert len(set(ids)) == 1
+        assert ids[0].name == (work_root / "sandbox-id").read_text().strip()
+        assert [p.name for p in work_root.iterdir()] == ["sandbox-id"]
+    finally:
+        shutil.rmtree(ids[0], ignore_errors=True)

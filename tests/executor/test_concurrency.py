@@ -21,7 +21,7 @@ SANDBOX_UID = 64124
 
 @pytest.fixture(scope="module")
 def executor() -> Iterator[Executor]:
-    # A work root the sandbox uid can reach (unlike pytest's 0700 temp dir), so builds live inside it.
+    # A work root the sandbox uid could reach (unlike pytest's 0700 temp dir); builds are staged outside anyway.
     base = Path(tempfile.mkdtemp(prefix="tribunal-concurrency-"))
     base.chmod(0o711)
     executor = make_executor(base / "work", slots=2, sandbox_uid=SANDBOX_UID)
@@ -53,7 +53,7 @@ def peak_jails(executor: Executor, monkeypatch: pytest.MonkeyPatch) -> list[int]
 
 
 async def test_sixteen_executes_with_two_slots(executor: Executor, peak_jails: list[int]) -> None:
-    assert executor.builds_root == executor.work_root / "builds"
+    assert not executor.builds_root.is_relative_to(executor.work_root)
     languages = ["python", "c", "cpp", "java"]
     requests = []
     for i in range(16):

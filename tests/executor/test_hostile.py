@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -161,7 +163,10 @@ async def test_no_network(executor: Executor) -> None:
     port = server.getsockname()[1]
     source = (
         "import socket\n"
-        "print(sorted(name for _, name in socket.if_nameindex()))\n"
+        "try:\n"
+        "    print(sorted(name for _, name in socket.if_nameindex()))\n"
+        "except OSError as e:  # glibc asks netlink, which seccomp refuses\n"
+        "    print('netlink refused', e.errno)\n"
         "print(sorted(line.split(':')[0].strip() for line in open('/proc/net/dev').readlines()[2:]))\n"
         "try:\n"
         f"    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
@@ -182,7 +187,7 @@ async def test_no_network(executor: Executor) -> None:
         server.close()
     assert outcome.verdict == "AC", outcome
     lines = outcome.tests[0].stdout.splitlines()
-    assert lines[0] == "['lo']"
+    assert lines[0] == "netlink refused 1"
     assert lines[1] == "['lo']"
     assert lines[2].startswith("refused")
     assert lines[3].startswith("unreachable")
@@ -356,3 +361,235 @@ async def test_no_capabilities_and_no_new_privileges(executor: Executor) -> None
     )
     outcome = await run(executor, "python", source)
     assert outcome.tests[0].stdout == "65534 0000000000000000 1 2\n"
+
+
+# x86-64 system call numbers, for calls that glibc or Python do not wrap.
+_SYSCALLS = {
+    "modify_ldt": 154,
+    "personality": 135,
+    "memfd_secret": 447,
+    "pidfd_getfd": 438,
+    "process_madvise": 440,
+    "kcmp": 312,
+    "prlimit64": 302,
+    "setpriority": 141,
+    "sched_setaffinity": 203,
+    "sched_setscheduler": 144,
+    "sched_setparam": 142,
+    "sched_setattr": 314,
+    "ioprio_set": 251,
+}
+
+
+async def test_seccomp_refuses_kernel_surface_and_cross_process_calls(executor: Executor) -> None:
+    """vsock/netlink sockets, LDT, personality changes, secret memory, pidfd/kcmp/process_madvise, and the
+    resource and scheduling calls aimed at another process (in function mode a trusted runner will share the
+    jail as pid 1) fail with EPERM; the same calls on the program itself still work."""
+    calls = [
+        # (label, syscall, args, expected)
+        ("modify_ldt", "modify_ldt", "0, addr, 16", 1),
+        ("personality query", "personality", "0xffffffff", "ALLOWED"),
+        ("personality linux", "personality", "0", "ALLOWED"),
+        ("personality bsd", "personality", "0x0006", 1),
+        ("personality addr_no_randomize", "personality", "0x0040000", 1),
+        ("memfd_secret", "memfd_secret", "0", 1),
+        ("pidfd_getfd", "pidfd_getfd", "3, 0, 0", 1),
+        ("process_madvise", "process_madvise", "3, addr, 1, 0, 0", 1),
+        ("kcmp", "kcmp", "1, child, 0, 0, 0", 1),
+        ("prlimit64 self", "prlimit64", "0, 7, 0, addr", "ALLOWED"),
+        ("prlimit64 child", "prlimit64", "child, 7, 0, addr", 1),
+        ("prlimit64 init", "prlimit64", "1, 7, addr, 0", 1),
+        ("setpriority self", "setpriority", "0, 0, 1", "ALLOWED"),
+        ("setpriority child", "setpriority", "0, child, 1", 1),
+        ("setpriority init", "setpriority", "0, 1, 5", 1),
+        ("setpriority own group", "setpriority", "1, 0, 5", 1),
+        ("setpriority own user", "setpriority", "2, 0, 5", 1),
+        ("sched_setaffinity self", "sched_setaffinity", "0, 128, cpus", "ALLOWED"),
+        ("sched_setaffinity child", "sched_setaffinity", "child, 128, cpus", 1),
+        ("sched_setscheduler child", "sched_setscheduler", "child, 0, addr", 1),
+        ("sched_setparam child", "sched_setparam", "child, addr", 1),
+        ("sched_setattr child", "sched_setattr", "child, addr, 0", 1),
+        ("ioprio_set self", "ioprio_set", "1, 0, 0", "ALLOWED"),
+        ("ioprio_set child", "ioprio_set", "1, child, 0", 1),
+        ("ioprio_set own user", "ioprio_set", "3, 0, 0", 1),
+    ]
+    lines = [
+        "import ctypes, os, resource, socket, time",
+        "libc = ctypes.CDLL(None, use_errno=True)",
+        "libc.syscall.restype = ctypes.c_long",
+        f"NR = {_SYSCALLS!r}",
+        "def call(label, name, *args):",
+        "    ctypes.set_errno(0)",
+        "    result = libc.syscall(ctypes.c_long(NR[name]), *(ctypes.c_ulong(a) for a in args))",
+        "    print(label, ctypes.get_errno() if result == -1 else 'ALLOWED')",
+        "buffer = ctypes.create_string_buffer(128)",
+        "addr = ctypes.addressof(buffer)",
+        "cpu_mask = ctypes.create_string_buffer(128)",
+        "libc.sched_getaffinity(0, 128, cpu_mask)",
+        "cpus = ctypes.addressof(cpu_mask)",
+        "child = os.fork()",
+        "if child == 0:",
+        "    time.sleep(30)",
+        "    os._exit(0)",
+        "for family, kind, label in [(40, socket.SOCK_STREAM, 'vsock'), (16, socket.SOCK_RAW, 'netlink'),",
+        "                            (socket.AF_UNIX, socket.SOCK_STREAM, 'unix'),",
+        "                            (socket.AF_INET, socket.SOCK_DGRAM, 'inet')]:",
+        "    try:",
+        "        socket.socket(family, kind).close()",
+        "        print('socket', label, 'ALLOWED')",
+        "    except OSError as e:",
+        "        print('socket', label, e.errno)",
+        *(f"call({label!r}, {name!r}, {args})" for label, name, args, _ in calls),
+        "os.kill(child, 9)",
+        "os.waitpid(child, 0)",
+        "print('nice', os.nice(1) > 0, 'rlimit', resource.getrlimit(7)[0] > 0,",
+        "      'affinity', len(os.sched_getaffinity(0)) > 0)",
+    ]
+    outcome = await run(executor, "python", "\n".join(lines) + "\n")
+    assert outcome.verdict == "AC", outcome
+    expected = [
+        "socket vsock 1",
+        "socket netlink 1",
+        "socket unix ALLOWED",
+        "socket inet ALLOWED",
+        *(f"{label} {result}" for label, _, _, result in calls),
+        "nice True rlimit True affinity True",
+    ]
+    assert outcome.tests[0].stdout.splitlines() == expected
+
+
+async def test_seccomp_refusals_from_c(executor: Executor) -> None:
+    source = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/personality.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void report(const char *label, long result) {
+    if (result == -1) printf("%s %d\n", label, errno); else printf("%s ALLOWED\n", label);
+}
+
+int main(void) {
+    pid_t child = fork();
+    if (child == 0) { sleep(30); _exit(0); }
+    struct rlimit limit;
+    cpu_set_t cpus;
+    sched_getaffinity(0, sizeof cpus, &cpus);
+    report("vsock", socket(40, SOCK_STREAM, 0));
+    report("netlink", socket(AF_NETLINK, SOCK_RAW, 0));
+    report("prlimit child", prlimit(child, RLIMIT_NOFILE, NULL, &limit));
+    report("prlimit self", prlimit(0, RLIMIT_NOFILE, NULL, &limit));
+    report("getrlimit", getrlimit(RLIMIT_NOFILE, &limit));
+    report("setpriority child", setpriority(PRIO_PROCESS, child, 10));
+    report("setpriority self", setpriority(PRIO_PROCESS, 0, 1));
+    report("sched_setaffinity child", sched_setaffinity(child, sizeof cpus, &cpus));
+    report("sched_setaffinity self", sched_setaffinity(0, sizeof cpus, &cpus));
+    report("personality query", personality(0xffffffff));
+    report("personality bsd", personality(PER_BSD));
+    report("modify_ldt", syscall(SYS_modify_ldt, 0, &limit, sizeof limit));
+    report("kcmp", syscall(SYS_kcmp, getpid(), child, 0, 0, 0));
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    return 0;
+}
+"""
+    outcome = await run(executor, "c", source)
+    assert outcome.verdict == "AC", outcome
+    assert outcome.tests[0].stdout.splitlines() == [
+        "vsock 1",
+        "netlink 1",
+        "prlimit child 1",
+        "prlimit self ALLOWED",
+        "getrlimit ALLOWED",
+        "setpriority child 1",
+        "setpriority self ALLOWED",
+        "sched_setaffinity child 1",
+        "sched_setaffinity self ALLOWED",
+        "personality query ALLOWED",
+        "personality bsd 1",
+        "modify_ldt 1",
+        "kcmp 1",
+    ]
+
+
+def _host_words(work_roots: list[Path]) -> list[str]:
+    """What a mount table must not contain: the work roots, their names, their parents' names, and the
+    host's usual prefixes."""
+    words = ["/work", "/root", "/tmp/pytest", "/tmp/tribunal", "pytest-of"]
+    for work_root in work_roots:
+        words += [str(work_root), work_root.name, work_root.parent.name]
+    return words
+
+
+def _assert_no_host_paths(text: str, work_roots: list[Path]) -> None:
+    leaked = [word for word in _host_words(work_roots) if word in text]
+    assert not leaked, (leaked, text)
+
+
+MOUNT_TABLES = "print(open('/proc/self/mountinfo').read())\nprint(open('/proc/self/mounts').read())\n"
+FUNCTION_MOUNT_TABLES = (
+    "def tables():\n    return open('/proc/self/mountinfo').read() + open('/proc/self/mounts').read()\n"
+)
+C_MOUNT_TABLES = (
+    "#include <stdio.h>\n"
+    "int main(void) {\n"
+    '  const char *paths[] = {"/proc/self/mountinfo", "/proc/self/mounts"};\n'
+    "  for (int i = 0; i < 2; i++) {\n"
+    '    FILE *f = fopen(paths[i], "r"); int c;\n'
+    "    if (!f) return 1;\n"
+    "    while ((c = fgetc(f)) != EOF) putchar(c);\n"
+    "    fclose(f);\n"
+    "  }\n"
+    "  return 0;\n"
+    "}\n"
+)
+
+
+async def test_mount_tables_show_no_host_paths(executor: Executor) -> None:
+    """The jail reads its mounts' host paths in /proc/self/mountinfo: they must not name the data dir, even
+    for a work root the sandbox user could reach (which used to be mounted from directly)."""
+    base = Path(tempfile.mkdtemp(prefix="tribunal-leak-"))
+    base.chmod(0o711)
+    reachable = make_executor(base / "datadir-secret-name" / "executor")
+    try:
+        for each in (executor, reachable):
+            outcome = await run(each, "python", MOUNT_TABLES)
+            assert outcome.verdict == "AC", outcome
+            stdout = outcome.tests[0].stdout
+            assert " /prog " in stdout and "/var/cache/tribunal-sandbox/" in stdout
+            _assert_no_host_paths(stdout, [each.work_root])
+
+            # Function mode mounts the harness too; the harness keeps the program's stdout, so the check runs
+            # inside the jail and names the first leaked word.
+            check = (
+                "def check(candidate):\n"
+                "    text = candidate()\n"
+                "    assert 'function_runner.py' in text, text\n"
+                f"    for word in {_host_words([each.work_root])!r}:\n"
+                "        assert word not in text, word\n"
+            )
+            function = await each.execute(
+                tenant="tenant-a",
+                language="python",
+                source_code=FUNCTION_MOUNT_TABLES,
+                tests=[TestCase(code=check)],
+                mode="function",
+                entry_point="tables",
+            )
+            assert function.verdict == "AC", function
+
+            # A compiled program's /prog is the compiler's output folder, another host path.
+            compiled = await run(each, "c", C_MOUNT_TABLES)
+            assert compiled.verdict == "AC", compiled
+            assert "/prog/main" not in compiled.tests[0].stdout and " /prog " in compiled.tests[0].stdout
+            _assert_no_host_paths(compiled.tests[0].stdout, [each.work_root])
+    finally:
+        dispose(reachable)
+        shutil.rmtree(base)
