@@ -7,7 +7,8 @@ the attempt cannot be scored by it, which the caller records as a failed judgmen
   judges are measured against, so they never reach a judge). Fills the co-creation rubric (p_ac, s_algo, s_robust).
 - `chrf`, `codebleu`, `edit_similarity`: the rule-based reference metrics of AXIOM IV-D1 (ChrF++, CodeBLEU and
   token edit similarity), computed on Pygments token streams with whitespace and comments discarded.
-- `lint`: static analysis only (pylint for Python, cppcheck for C and C++); the program is never run.
+- `lint`: static analysis only (pylint for Python, cppcheck for C and C++), each tool in its own nsjail jail
+  (`judge/tooljail.py`); the program is never run, and nothing the tool prints is kept as text.
 
 The 0..5 score of a reference or lint method is `round(5 * raw)` with raw clamped into [0, 1]: IV-D1's min-max
 normalisation taken over the metric's theoretical range [0, 1]. IV-D1's *data-set* min-max (over the observed
@@ -17,26 +18,17 @@ minimum and maximum raw scores of one metric) needs every row at once, so report
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import math
-import os
 import re
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
-import tokenize
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +37,25 @@ from pygments.lexers import get_lexer_by_name
 from pygments.token import Comment, _TokenType
 from rapidfuzz.distance import Levenshtein
 
+from executor.sandbox import RunResult, classify, signal_name
+from judge.tooljail import TOOL_FILES_DIR, ToolJail
+
+log = logging.getLogger(__name__)
+
 LANGUAGES = ("python", "c", "cpp", "java")
 METHODS = ("sample_tests", "chrf", "codebleu", "edit_similarity", "lint")
 
-LINT_TIMEOUT_S = 10.0
-LINT_ADDRESS_SPACE_BYTES = 1 << 30
-LINT_CPU_S = 20
-LINT_FILE_SIZE_BYTES = 16 << 20
+# Limits of one linter run (in its own nsjail jail, judge/tooljail.py).
+LINT_CPU_S = 20.0
+LINT_WALL_S = 15.0
+LINT_MEMORY_MB = 1024
+# Each of stdout and stderr (cppcheck's XML report is on stderr); past it the run is stopped.
+LINT_OUTPUT_LIMIT = 4 << 20
+# Far above the gateway's source limit; a bigger program is not linted at all.
+LINT_MAX_SOURCE_BYTES = 1 << 20
+# The jail has only /usr: Debian's pylint (package `pylint`) for the system interpreter, and Debian's cppcheck.
+LINT_PYTHON = "/usr/bin/python3"
+LINT_CPPCHECK = "/usr/bin/cppcheck"
 # cppcheck lint quality: raw = max(0, 1 - 0.1 * (5 * errors + other findings)). Errors (out-of-bounds access,
 # undefined behaviour, leaks) weigh five times the rest, as in pylint's default evaluation.
 CPPCHECK_FINDINGS_FOR_ZERO = 10
@@ -363,9 +367,50 @@ _PYLINT_PRAGMA = re.compile(r"\bpylint(\s*:)", re.IGNORECASE)
 # Tool failures of cppcheck itself, not findings about the program.
 _CPPCHECK_INTERNAL = frozenset({"internalAstError", "internalError", "cppcheckError", "syntaxErrorInternal"})
 _CPPCHECK_IGNORED_SEVERITIES = frozenset({"information", "debug", "none"})
+_CPPCHECK_SEVERITIES = frozenset({"error", "warning", "style", "performance", "portability"})
+_PYLINT_TYPES = frozenset({"fatal", "error", "warning", "refactor", "convention", "info"})
+# pylint's fatal messages (a failure of pylint on the file); any other fatal symbol is named "other".
+_PYLINT_FATAL = frozenset({"fatal", "astroid-error", "parse-error", "config-parse-error", "method-check-failed"})
+# Nothing a tool printed is stored or shown as text: only message ids matching this, known types and line numbers.
+_MESSAGE_ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+_MAX_LINE = 10**9
+# Characters XML 1.0 forbids: cppcheck copies `#line 1 "\x01"` file names into its report verbatim.
+_XML_INVALID = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+# Runs inside the jail as `python3 -I -c`: pylint's API with a collecting reporter, printing one JSON object of
+# exit status, score and (symbol, type, line) per message. Message texts never leave the jail. Exit 4: no pylint
+# importable; exit 3: MemoryError. Debian 12's pylint 2.16 has no json2 format, so the score is computed as json2
+# computes it: pylint's `evaluation` expression (its default: the rcfile is empty) with at least one statement, so
+# a file without statements scores 10 and one with a syntax error 0.
+_PYLINT_DRIVER = """\
+import json, os, sys
+try:
+    from pylint.lint import Run
+    from pylint.reporters import CollectingReporter
+except ImportError:
+    os._exit(4)
+try:
+    reporter = CollectingReporter()
+    try:
+        linter = Run(sys.argv[1:], reporter=reporter, exit=False).linter
+        stats = linter.stats
+        kinds = ("fatal", "error", "warning", "refactor", "convention", "info")
+        counts = {kind: getattr(stats, kind) for kind in kinds}
+        status = linter.msg_status
+        score = eval(linter.config.evaluation, {}, {**counts, "statement": stats.statement or 1})
+    except SystemExit as stop:
+        status, score = (stop.code if isinstance(stop.code, int) else 32), None
+    messages = [[m.symbol, m.category, m.line] for m in reporter.messages]
+    report = json.dumps({"status": status, "score": score, "messages": messages})
+except MemoryError:
+    os._exit(3)
+sys.stdout.write("\\n" + report + "\\n")
+"""
+_DRIVER_NO_PYLINT = 4
+_DRIVER_NO_MEMORY = 3
 
 
-def lint(source: str, language: str) -> OfflineScore:
+def lint(source: str, language: str, *, jail: ToolJail | None = None) -> OfflineScore:
     """Static lint quality in [0, 1]; the program is only read, never built or run.
 
     - python: pylint with its default checks; raw = pylint's 0..10 score / 10 (a syntax error scores 0).
@@ -376,126 +421,127 @@ def lint(source: str, language: str) -> OfflineScore:
       (pylint's 5:1 ratio); so one out-of-bounds write scores 0.5 and ten style findings score 0.
     - java: no linter.
 
-    The tool runs in a fresh temporary directory with an environment of only PATH, HOME (that directory) and LANG,
-    a 10 s wall-clock timeout, and RLIMIT_AS 1 GiB / RLIMIT_CPU 20 s.
+    The tool runs in its own nsjail jail (`jail`): it sees the toolchain (/usr) and the one source file, nothing
+    else of the host; LINT_CPU_S of CPU, LINT_WALL_S of wall clock, LINT_MEMORY_MB, LINT_OUTPUT_LIMIT per stream.
+    Nothing the tool printed is copied as text: the result keeps message ids, types and line numbers, and a failure
+    is one of a few fixed reasons ("lint: cppcheck gave no readable report", "lint: pylint timed out", ...).
 
     Raises:
-        OfflineUnavailable: java or another unsupported language, empty source, the tool is missing, times out,
-            crashes or reports a failure of its own.
+        OfflineUnavailable: java or another unsupported language, empty or oversized source, no jail, the tool is
+            missing, times out, runs out of memory, crashes or reports a failure of its own.
     """
     _check_language(language)
     if language == "java":
         raise OfflineUnavailable("lint: no linter for java")
     if not source.strip():
         raise OfflineUnavailable("lint: empty source")
+    if len(_encode_source(source)) > LINT_MAX_SOURCE_BYTES:
+        raise OfflineUnavailable(f"lint: source larger than {LINT_MAX_SOURCE_BYTES >> 10} KiB")
+    if jail is None:
+        # Never run a linter outside the jail: it reads untrusted source as whoever runs it.
+        raise OfflineUnavailable("lint: no sandbox for the linter on this worker")
     if language == "python":
-        return _pylint(source)
-    return _cppcheck(source, language)
+        return _pylint(source, jail)
+    return _cppcheck(source, language, jail)
 
 
-def _limited(argv: list[str]) -> list[str]:
-    """argv under resource limits set by `prlimit` (util-linux): no Python runs between fork and exec, which
-    matters because the judge worker calls these tools from threads (preexec_fn is not thread-safe)."""
-    prlimit = shutil.which("prlimit")
-    if prlimit is None:
-        raise OfflineUnavailable("lint: prlimit (util-linux) is not installed")
-    return [
-        prlimit,
-        f"--as={LINT_ADDRESS_SPACE_BYTES}",
-        f"--cpu={int(LINT_CPU_S)}",
-        f"--fsize={LINT_FILE_SIZE_BYTES}",
-        "--core=0",
-        "--",
-        *argv,
-    ]
+def _encode_source(source: str) -> bytes:
+    return source.encode("utf-8", "surrogatepass")
 
 
-def _run_tool(tool: str, argv: list[str], workdir: Path) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "LANG": "C.UTF-8"}
-    process = subprocess.Popen(
-        _limited(argv),
-        cwd=workdir,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        start_new_session=True,  # its own process group, so a timeout kills everything it started
+def _run_tool(jail: ToolJail, tool: str, argv: list[str], files: dict[str, bytes]) -> RunResult:
+    """Run a linter in the jail; a run stopped by a limit or a failing sandbox is a fixed-vocabulary failure."""
+    result = jail.run(
+        argv,
+        files,
+        cpu_time_s=LINT_CPU_S,
+        wall_time_s=LINT_WALL_S,
+        memory_mb=LINT_MEMORY_MB,
+        output_limit=LINT_OUTPUT_LIMIT,
     )
-    try:
-        stdout, stderr = process.communicate(timeout=LINT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise OfflineUnavailable(f"lint: {tool} timed out after {LINT_TIMEOUT_S:g} s") from None
-    if process.returncode < 0:
-        name = signal.Signals(-process.returncode).name
-        raise OfflineUnavailable(f"lint: {tool} was killed by {name} (resource limit?)")
-    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+    # runtime_messages=False: the tools' output quotes the program (`std::bad_alloc`), it proves nothing.
+    status, reason = classify(
+        result,
+        cpu_time_s=LINT_CPU_S,
+        memory_mb=LINT_MEMORY_MB,
+        output_limit=LINT_OUTPUT_LIMIT,
+        runtime_messages=False,
+    )
+    if status == "IE":
+        log.error("lint: the sandbox could not run %s: %s\n%s", tool, reason, result.nsjail_log)
+        raise OfflineUnavailable(f"lint: the sandbox could not run {tool}")
+    if status == "OLE":
+        raise OfflineUnavailable(f"lint: {tool} output passed the limit ({LINT_OUTPUT_LIMIT >> 20} MiB)")
+    if status == "TLE":
+        raise OfflineUnavailable(f"lint: {tool} timed out ({LINT_CPU_S:g} s CPU, {LINT_WALL_S:g} s wall)")
+    if status == "MLE":
+        raise OfflineUnavailable(f"lint: {tool} ran out of memory ({LINT_MEMORY_MB} MiB)")
+    if result.signal is not None:
+        raise OfflineUnavailable(f"lint: {tool} was killed by {signal_name(result.signal)}")
+    return result
+
+
+def _message_id(value: object) -> str | None:
+    return value if isinstance(value, str) and _MESSAGE_ID.fullmatch(value) else None
+
+
+def _line_number(value: object) -> int | None:
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value):
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_LINE:
+        return value
+    return None
 
 
 def _neutralise_pylint_pragmas(source: str) -> tuple[str, int]:
-    """Rewrite `pylint:` in comments to `pyl1nt:`; returns the new source and how many comments changed."""
-    lines = io.StringIO(source).readlines()
-    try:
-        comments = [
-            token for token in tokenize.generate_tokens(io.StringIO(source).readline) if token.type == tokenize.COMMENT
-        ]
-    except (tokenize.TokenError, SyntaxError):
-        return source, 0  # unparseable: pylint reports a syntax error and scores 0 whatever the pragmas say
-    changed = 0
-    for token in comments:
-        if not _PYLINT_PRAGMA.search(token.string):
-            continue
-        row, col = token.start
-        line = lines[row - 1]
-        rewritten = _PYLINT_PRAGMA.sub(r"pyl1nt\1", token.string)
-        lines[row - 1] = line[:col] + rewritten + line[col + len(token.string) :]
-        changed += 1
-    return "".join(lines), changed
+    """Rewrite every `pylint:` in the text to `pyl1nt:` (same length: line numbers and line-length checks are
+    unchanged); returns the new source and how many were rewritten.
+
+    The whole text, not only what our tokenizer calls comments: pylint's reading of the file (universal newlines,
+    a lone CR ends a line) may differ from any tokenization done here, and a pragma in a string is inert anyway.
+    """
+    return _PYLINT_PRAGMA.subn(r"pyl1nt\1", source)
 
 
-def _pylint(source: str) -> OfflineScore:
-    if find_spec("pylint") is None:
+def _pylint(source: str, jail: ToolJail) -> OfflineScore:
+    if not Path(LINT_PYTHON).is_file():
         raise OfflineUnavailable("lint: pylint is not installed")
     linted, pragmas = _neutralise_pylint_pragmas(source)
-    with tempfile.TemporaryDirectory(prefix="tribunal-lint-") as tmp:
-        workdir = Path(tmp)
-        (workdir / "solution.py").write_text(linted, encoding="utf-8")
-        # An explicit empty rcfile: no pylintrc of the host (/etc/pylintrc, a parent pyproject.toml) applies.
-        (workdir / "pylintrc").write_text("", encoding="utf-8")
-        argv = [
-            sys.executable,
-            "-I",  # isolated: no PYTHON* variables, no user site, the working directory not on sys.path
-            "-m",
-            "pylint",
-            "--rcfile=pylintrc",
-            "--persistent=n",
-            "--score=y",
-            "--output-format=json2",
-            "solution.py",
-        ]
-        completed = _run_tool("pylint", argv, workdir)
+    files = {
+        "solution.py": _encode_source(linted),
+        # An explicit empty rcfile: no pylintrc (a PYLINTRC variable, ~/.pylintrc, pyproject.toml) applies.
+        "pylintrc": b"",
+    }
+    argv = [
+        LINT_PYTHON,
+        "-I",  # isolated: no PYTHON* variables, no user site, the working directory not on sys.path
+        "-B",
+        "-c",
+        _PYLINT_DRIVER,
+        f"--rcfile={TOOL_FILES_DIR}/pylintrc",
+        "--persistent=n",
+        "--score=y",
+        f"{TOOL_FILES_DIR}/solution.py",
+    ]
+    result = _run_tool(jail, "pylint", argv, files)
+    if result.exit_code == _DRIVER_NO_PYLINT:
+        raise OfflineUnavailable("lint: pylint is not installed")
+    if result.exit_code == _DRIVER_NO_MEMORY:
+        raise OfflineUnavailable(f"lint: pylint ran out of memory ({LINT_MEMORY_MB} MiB)")
+    if result.exit_code != 0:
+        raise OfflineUnavailable(f"lint: pylint failed (exit {result.exit_code})")
+    status, value, messages = _pylint_report(result.stdout)
     # Exit status bits: 1 fatal, 2 error, 4 warning, 8 refactor, 16 convention, 32 usage error. Messages of
     # classes 2..16 are findings (the score accounts for them); 1 and 32 mean pylint itself did not do its job.
-    status = completed.returncode
     if status & 32:
-        raise OfflineUnavailable(f"lint: pylint usage error: {_tail(completed.stderr)}")
-    try:
-        report = json.loads(completed.stdout)
-        messages = report["messages"]
-        value = report["statistics"]["score"]
-    except (ValueError, KeyError, TypeError):
-        raise OfflineUnavailable(f"lint: pylint gave no report (exit {status}): {_tail(completed.stderr)}") from None
+        raise OfflineUnavailable("lint: pylint usage error")
     if status & 1:
-        fatal = sorted({m.get("symbol", "?") for m in messages if m.get("type") == "fatal"}) or ["no message"]
-        raise OfflineUnavailable(f"lint: pylint failed on this file ({', '.join(fatal)})")
-    if not isinstance(value, int | float):
+        fatal = sorted({s if s in _PYLINT_FATAL else "other" for s, kind, _ in messages if kind == "fatal"})
+        raise OfflineUnavailable(f"lint: pylint failed on this file ({', '.join(fatal or ['no message'])})")
+    if value is None:
         raise OfflineUnavailable("lint: pylint gave no score")
-    counts = Counter(str(m.get("type")) for m in messages)
-    symbols = Counter(str(m.get("symbol")) for m in messages)
+    counts = Counter(kind for _, kind, _ in messages)
+    symbols = Counter(symbol for symbol, _, _ in messages)
     raw = min(1.0, max(0.0, float(value) / 10))
     score = _grade(raw)
     found = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no messages"
@@ -508,46 +554,61 @@ def _pylint(source: str) -> OfflineScore:
         "tool": "pylint",
         "pylint_score": float(value),
         "message_counts": dict(counts),
-        "messages": [{"symbol": m.get("symbol"), "type": m.get("type"), "line": m.get("line")} for m in messages[:50]],
+        "messages": [{"symbol": symbol, "type": kind, "line": line} for symbol, kind, line in messages[:50]],
         "pragmas_neutralised": pragmas,
     }
     return OfflineScore(p_ac=raw, score=float(score), fields=fields, rationale=rationale)
 
 
-def _cppcheck(source: str, language: str) -> OfflineScore:
-    binary = shutil.which("cppcheck")
-    if binary is None:
+def _pylint_report(stdout: bytes) -> tuple[int, float | None, list[tuple[str, str, int | None]]]:
+    """(exit status, score, [(symbol, type, line)]) from the driver's JSON line, every value checked: a message
+    whose symbol does not look like a pylint symbol or whose type is unknown is dropped."""
+    try:
+        report = json.loads(stdout.decode("utf-8").strip().splitlines()[-1])
+        status, value, listed = report["status"], report["score"], report["messages"]
+    except (ValueError, KeyError, TypeError, IndexError):
+        raise OfflineUnavailable("lint: pylint gave no readable report") from None
+    if not isinstance(status, int) or isinstance(status, bool) or not 0 <= status < 64 or not isinstance(listed, list):
+        raise OfflineUnavailable("lint: pylint gave no readable report")
+    score: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        score = float(value)
+    messages = []
+    for item in listed:
+        if not isinstance(item, list) or len(item) != 3:
+            continue
+        symbol, kind = _message_id(item[0]), item[1]
+        if symbol is not None and isinstance(kind, str) and kind in _PYLINT_TYPES:
+            messages.append((symbol, kind, _line_number(item[2])))
+    return status, score, messages
+
+
+def _cppcheck(source: str, language: str, jail: ToolJail) -> OfflineScore:
+    if not Path(LINT_CPPCHECK).is_file():
         raise OfflineUnavailable("lint: cppcheck is not installed")
     file_name = "solution.c" if language == "c" else "solution.cpp"
-    with tempfile.TemporaryDirectory(prefix="tribunal-lint-") as tmp:
-        workdir = Path(tmp)
-        (workdir / file_name).write_text(source, encoding="utf-8")
-        argv = [
-            binary,
-            "--enable=warning,style,performance,portability",
-            f"--language={'c' if language == 'c' else 'c++'}",
-            "--xml",
-            "--xml-version=2",
-            "--quiet",
-            file_name,
-        ]
-        completed = _run_tool("cppcheck", argv, workdir)
-    if completed.returncode != 0:
-        raise OfflineUnavailable(f"lint: cppcheck exited {completed.returncode}: {_tail(completed.stderr)}")
-    try:
-        elements = ET.fromstring(completed.stderr).iter("error")
-        reported = [(e.get("id", "?"), e.get("severity", "?"), e.get("msg", ""), _line(e)) for e in elements]
-    except ET.ParseError:
-        raise OfflineUnavailable(f"lint: cppcheck gave no XML report: {_tail(completed.stderr)}") from None
-    internal = sorted({ident for ident, *_ in reported if ident in _CPPCHECK_INTERNAL})
+    argv = [
+        LINT_CPPCHECK,
+        "--enable=warning,style,performance,portability",
+        f"--language={'c' if language == 'c' else 'c++'}",
+        "--xml",
+        "--xml-version=2",
+        "--quiet",
+        f"{TOOL_FILES_DIR}/{file_name}",
+    ]
+    result = _run_tool(jail, "cppcheck", argv, {file_name: _encode_source(source)})
+    if result.exit_code != 0:
+        raise OfflineUnavailable(f"lint: cppcheck failed (exit {result.exit_code})")
+    reported = _cppcheck_report(result.stderr)
+    internal = sorted({ident for ident, _, _ in reported if ident in _CPPCHECK_INTERNAL})
     if internal:
         raise OfflineUnavailable(f"lint: cppcheck failed on this file ({', '.join(internal)})")
     findings = [r for r in reported if r[1] not in _CPPCHECK_IGNORED_SEVERITIES]
-    errors = sum(severity == "error" for _, severity, _, _ in findings)
+    errors = sum(severity == "error" for _, severity, _ in findings)
     weighted = CPPCHECK_ERROR_WEIGHT * errors + (len(findings) - errors)
     raw = max(0, CPPCHECK_FINDINGS_FOR_ZERO - weighted) / CPPCHECK_FINDINGS_FOR_ZERO
     score = _grade(raw)
-    listed = "; ".join(f"{ident} ({severity}) line {line}" for ident, severity, _, line in findings[:5])
+    listed = "; ".join(f"{ident} ({severity}) line {line}" for ident, severity, line in findings[:5])
     rationale = (
         f"cppcheck: {len(findings)} finding{'s' if len(findings) != 1 else ''}{': ' + listed if listed else ''}; "
         f"raw = max(0, 1 - 0.1 * (5 * {errors} errors + {len(findings) - errors} others)) = {raw:.1f}, "
@@ -558,23 +619,33 @@ def _cppcheck(source: str, language: str) -> OfflineScore:
         "score": score,
         "rationale": rationale,
         "tool": "cppcheck",
-        # Messages are not kept: cppcheck follows `#include "/abs/path"`, so a message could quote a host file.
-        "findings": [{"id": ident, "severity": severity, "line": line} for ident, severity, _, line in findings[:50]],
+        # Messages are never kept: they quote the program (and whatever it managed to include).
+        "findings": [{"id": ident, "severity": severity, "line": line} for ident, severity, line in findings[:50]],
         "finding_count": len(findings),
         "error_count": errors,
     }
     return OfflineScore(p_ac=raw, score=float(score), fields=fields, rationale=rationale)
 
 
-def _line(error: ET.Element) -> int | None:
-    location = error.find("location")
-    line = location.get("line") if location is not None else None
-    return int(line) if line and line.isdigit() else None
-
-
-def _tail(text: str, limit: int = 300) -> str:
-    text = text.strip()
-    return text[-limit:] if text else "no output"
+def _cppcheck_report(stderr: bytes) -> list[tuple[str, str, int | None]]:
+    """[(id, severity, line)] from cppcheck's XML report; an error whose id does not look like a cppcheck id or
+    whose severity is unknown is dropped. Characters XML forbids (which cppcheck copies from `#line` names into
+    file attributes) are replaced first, so such a name cannot make the program unscoreable."""
+    text = _XML_INVALID.sub("?", stderr.decode("utf-8", "replace"))
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        raise OfflineUnavailable("lint: cppcheck gave no readable report") from None
+    if root.tag != "results":
+        raise OfflineUnavailable("lint: cppcheck gave no readable report")
+    reported = []
+    for error in root.iter("error"):
+        ident, severity = _message_id(error.get("id")), error.get("severity")
+        if ident is None or severity is None or severity not in _CPPCHECK_SEVERITIES | _CPPCHECK_IGNORED_SEVERITIES:
+            continue
+        location = error.find("location")
+        reported.append((ident, severity, _line_number(location.get("line") if location is not None else None)))
+    return reported
 
 
 # --- dispatch ------------------------------------------------------------------------------------------------------
@@ -589,11 +660,13 @@ def score_offline(
     execution_tests: list[dict[str, Any]],
     compile_error: bool = False,
     public_total: int | None = None,
+    lint_jail: ToolJail | None = None,
 ) -> OfflineScore:
     """Run one offline method on an attempt.
 
     Reference-based methods (chrf, codebleu, edit_similarity) use the first reference whose "language" equals the
-    attempt's; references are dicts with "language" and "source_code", as stored with the problem.
+    attempt's; references are dicts with "language" and "source_code", as stored with the problem. `lint` runs its
+    tool in `lint_jail` (without one it is unavailable).
 
     Raises:
         OfflineUnavailable: the method cannot score this attempt (the reason is the message).
@@ -602,7 +675,7 @@ def score_offline(
     if method == "sample_tests":
         return sample_tests(execution_tests, compile_error=compile_error, public_total=public_total)
     if method == "lint":
-        return lint(source, language)
+        return lint(source, language, jail=lint_jail)
     metrics = {"chrf": chrf, "codebleu": codebleu, "edit_similarity": edit_similarity}
     if method not in metrics:
         raise ValueError(f"unknown offline method {method!r}; expected one of {', '.join(METHODS)}")

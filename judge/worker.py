@@ -22,6 +22,7 @@ from judge.offline import OfflineUnavailable, score_offline
 from judge.request import BudgetExceeded, JudgeInput, LogEntry, build_messages, condition_context
 from judge.rubrics import RUBRICS
 from judge.runner import CachedReply, LLMRunner, Outcome
+from judge.tooljail import ToolJail
 from services.kernel import jobs, queue, telemetry, worker
 from services.kernel.db import session_scope, upsert
 from services.kernel.judges import JUDGES_KEY, LLMJudge, OfflineJudge, configured_judges, public_view
@@ -115,7 +116,7 @@ async def _write(
 
 
 async def _offline_outcome(
-    judge: OfflineJudge, attempt: Attempt, problem: Problem, execution: Execution | None
+    judge: OfflineJudge, attempt: Attempt, problem: Problem, execution: Execution | None, jail: ToolJail | None
 ) -> Outcome:
     started = time.perf_counter()
     public_total = sum(1 for test in problem.tests if test.get("public"))
@@ -129,6 +130,7 @@ async def _offline_outcome(
             execution_tests=list(execution.tests if execution else []),
             compile_error=bool(execution and execution.verdict == "CE"),
             public_total=public_total,
+            lint_jail=jail,
         )
     except Exception as exc:  # noqa: BLE001 - a judge that breaks is a recorded failure, not a stuck attempt
         reason = f"unavailable: {exc}" if isinstance(exc, OfflineUnavailable) else f"internal: {type(exc).__name__}"
@@ -208,7 +210,7 @@ async def judge_units(ctx: dict[str, Any], attempt_id: str, plan: Plan) -> int:
         if not due:
             continue
         if isinstance(judge, OfflineJudge):
-            writes.append(_judge_offline(judge, attempt, problem, execution, due))
+            writes.append(_judge_offline(judge, attempt, problem, execution, due, ctx.get("tool_jail")))
         else:
             for condition, repeat in due:
                 writes.append(
@@ -219,10 +221,15 @@ async def judge_units(ctx: dict[str, Any], attempt_id: str, plan: Plan) -> int:
 
 
 async def _judge_offline(
-    judge: OfflineJudge, attempt: Attempt, problem: Problem, execution: Execution | None, due: list[tuple[str, int]]
+    judge: OfflineJudge,
+    attempt: Attempt,
+    problem: Problem,
+    execution: Execution | None,
+    due: list[tuple[str, int]],
+    jail: ToolJail | None,
 ) -> int:
     # Offline judges do not read participant context: one score serves every condition and repeat.
-    outcome = await _offline_outcome(judge, attempt, problem, execution)
+    outcome = await _offline_outcome(judge, attempt, problem, execution, jail)
     for condition, repeat in due:
         await _write(
             attempt.attempt_id, judge.name, condition, repeat, judge.rubric, f"offline:{judge.method}", None, outcome
@@ -317,9 +324,31 @@ async def _startup(ctx: dict[str, Any]) -> None:
     settings = get_settings()
     judges = configured_judges(str(settings.judges_file) if settings.judges_file else None)
     ctx["judges"] = judges
+    ctx["tool_jail"] = _tool_jail() if any(_uses_lint(j) for j in judges) else None
     cache = DbCache()
     ctx["runners"] = {j.name: LLMRunner(j, cache=cache) for j in judges if isinstance(j, LLMJudge)}
     await ctx["redis"].set(JUDGES_KEY, json.dumps([public_view(j) for j in judges]))
+
+
+def _uses_lint(judge: LLMJudge | OfflineJudge) -> bool:
+    return isinstance(judge, OfflineJudge) and judge.method == "lint"
+
+
+def _tool_jail() -> ToolJail | None:
+    """The jail the lint judge's tools run in, one per process, its work root under the data dir (like the
+    executor's). A worker that cannot jail (no cgroups, no privileges) still judges: lint is then unavailable,
+    never run outside the jail."""
+    settings = get_settings()
+    try:
+        return ToolJail(
+            settings.data_dir / "judge",
+            slots=settings.executor_slots,
+            nsjail_path=settings.nsjail_path,
+            sandbox_uid=settings.sandbox_uid,
+        )
+    except Exception:  # noqa: BLE001 - logged; the lint judge records "no sandbox" for every attempt
+        log.exception("no sandbox for the lint judge: lint judgments will fail as unavailable")
+        return None
 
 
 async def _shutdown(ctx: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ from judge.offline import (
     score_offline,
 )
 from judge.rubrics import CocreationOutput
+from judge.tooljail import ToolJail
 
 
 def run(index: int, status: str, public: bool = True) -> dict[str, Any]:
@@ -271,6 +272,8 @@ def test_codebleu_counts_an_unmatched_data_flow_as_zero(caplog: pytest.LogCaptur
 
 
 # --- lint ----------------------------------------------------------------------------------------------------------
+# The tools run in the real jail (tests/judge/conftest.py): Debian 12's pylint 2.16 for /usr/bin/python3 and
+# Debian's cppcheck 2.10. Exfiltration attempts and the jail's view of the host: tests/judge/test_lint_jail.py.
 
 CLEAN_PY = '''"""Print the sum of two integers read from standard input."""
 
@@ -306,12 +309,14 @@ print(F(1,2))
 """
 
 
-def test_clean_python_lints_higher_than_messy_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_clean_python_lints_higher_than_messy_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool_jail: ToolJail
+) -> None:
     # A host configuration that silences pylint must not reach the judge (empty environment, explicit rcfile).
     rc = tmp_path / "silence.rc"
     rc.write_text("[MAIN]\ndisable=all\n")
     monkeypatch.setenv("PYLINTRC", str(rc))
-    clean, messy = lint(CLEAN_PY, "python"), lint(MESSY_PY, "python")
+    clean, messy = lint(CLEAN_PY, "python", jail=tool_jail), lint(MESSY_PY, "python", jail=tool_jail)
     assert clean.fields["raw"] == 1.0 and clean.score == 5
     assert messy.fields["raw"] < 0.5 and messy.score < clean.score
     assert messy.fields["tool"] == "pylint"
@@ -320,20 +325,30 @@ def test_clean_python_lints_higher_than_messy_python(tmp_path: Path, monkeypatch
     assert messy.p_ac == messy.fields["raw"] == pytest.approx(messy.fields["pylint_score"] / 10)
 
 
-def test_a_python_syntax_error_lints_zero() -> None:
-    result = lint("def broken(:\n    pass\n", "python")
+def test_a_python_syntax_error_lints_zero(tool_jail: ToolJail) -> None:
+    result = lint("def broken(:\n    pass\n", "python", jail=tool_jail)
     assert (result.fields["raw"], result.score) == (0.0, 0)
     assert "syntax-error" in result.rationale
 
 
-def test_an_attempt_cannot_switch_its_linter_off() -> None:
-    messy = lint("# plain comment\n" + MESSY_PY, "python")
-    silenced = lint("# pylint: disable=all\n" + MESSY_PY.replace("eval", "eval  # pylint: disable=eval-used"), "python")
+def test_a_file_without_statements_lints_ten(tool_jail: ToolJail) -> None:
+    # As pylint's json2 report scores it (Debian's pylint 2.16 would say "no score"; the driver computes it).
+    result = lint('"""Only a docstring."""\n', "python", jail=tool_jail)
+    assert (result.fields["pylint_score"], result.score) == (10.0, 5)
+
+
+def test_an_attempt_cannot_switch_its_linter_off(tool_jail: ToolJail) -> None:
+    messy = lint("# plain comment\n" + MESSY_PY, "python", jail=tool_jail)
+    silenced = lint(
+        "# pylint: disable=all\n" + MESSY_PY.replace("eval", "eval  # pylint: disable=eval-used"),
+        "python",
+        jail=tool_jail,
+    )
     assert silenced.fields["pragmas_neutralised"] == 2
     assert silenced.fields["raw"] == messy.fields["raw"] < 0.5
 
 
-def test_lint_never_runs_the_program(tmp_path: Path) -> None:
+def test_lint_never_runs_the_program(tmp_path: Path, tool_jail: ToolJail) -> None:
     marker = tmp_path / "ran"
     python = f"""import os, pathlib, subprocess
 pathlib.Path({str(marker)!r}).write_text("imported")
@@ -341,51 +356,58 @@ os.system("touch {marker}")
 if __name__ == "__main__":
     pathlib.Path({str(marker)!r}).write_text("main")
 """
-    lint(python, "python")
+    lint(python, "python", jail=tool_jail)
     c = f'#include <stdlib.h>\nint main(void) {{ return system("touch {marker}"); }}\n'
-    lint(c, "c")
+    lint(c, "c", jail=tool_jail)
     assert not marker.exists()
 
 
-def test_cppcheck_finds_an_out_of_bounds_write() -> None:
+def test_cppcheck_finds_an_out_of_bounds_write(tool_jail: ToolJail) -> None:
     program = "int main(void) {\n    int a[10];\n    a[10] = 1;\n    return a[0];\n}\n"
-    result = lint(program, "c")
+    result = lint(program, "c", jail=tool_jail)
     assert [f["id"] for f in result.fields["findings"]] == ["arrayIndexOutOfBounds"]
     assert result.fields["findings"][0]["line"] == 3
     assert result.fields["raw"] == pytest.approx(0.5)  # one error weighs 5 tenths
     assert result.score == 3
 
 
-def test_cppcheck_clean_and_cpp_findings() -> None:
-    clean = lint(C_SUM, "c")
+def test_cppcheck_clean_and_cpp_findings(tool_jail: ToolJail) -> None:
+    clean = lint(C_SUM, "c", jail=tool_jail)
     assert (clean.fields["raw"], clean.score, clean.fields["finding_count"]) == (1.0, 5, 0)
     cpp = (
         "#include <string>\n"
         "static int size(std::string s) { return (int)s.size(); }\n"
         'int main() { return size("a"); }\n'
     )
-    result = lint(cpp, "cpp")
+    result = lint(cpp, "cpp", jail=tool_jail)
     assert [f["id"] for f in result.fields["findings"]] == ["passedByValue"]
     assert result.fields["raw"] == pytest.approx(0.9)
 
 
-def test_lint_is_bounded_in_time_and_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(offline, "LINT_TIMEOUT_S", 0.05)  # pylint cannot even start in 50 ms
-    with pytest.raises(OfflineUnavailable, match="^lint: pylint timed out after 0.05 s$"):
-        lint(CLEAN_PY, "python")
+def test_lint_is_bounded_in_time_and_memory(monkeypatch: pytest.MonkeyPatch, tool_jail: ToolJail) -> None:
+    monkeypatch.setattr(offline, "LINT_WALL_S", 0.05)  # pylint cannot even start in 50 ms
+    with pytest.raises(OfflineUnavailable, match=r"^lint: pylint timed out \(20 s CPU, 0.05 s wall\)$"):
+        lint(CLEAN_PY, "python", jail=tool_jail)
     monkeypatch.undo()
-    monkeypatch.setattr(offline, "LINT_ADDRESS_SPACE_BYTES", 32 << 20)  # too little for the interpreter
-    with pytest.raises(OfflineUnavailable, match="^lint: pylint"):
-        lint(CLEAN_PY, "python")
+    monkeypatch.setattr(offline, "LINT_MEMORY_MB", 16)  # too little for the interpreter and pylint
+    with pytest.raises(OfflineUnavailable, match=r"^lint: pylint ran out of memory \(16 MiB\)$"):
+        lint(CLEAN_PY, "python", jail=tool_jail)
 
 
-def test_lint_unavailable_cases() -> None:
+def test_lint_unavailable_cases(tool_jail: ToolJail) -> None:
     with pytest.raises(OfflineUnavailable, match="^lint: no linter for java$"):
-        lint("class Main {}", "java")
+        lint("class Main {}", "java", jail=tool_jail)
     with pytest.raises(OfflineUnavailable, match="empty source"):
-        lint("  \n", "python")
+        lint("  \n", "python", jail=tool_jail)
     with pytest.raises(OfflineUnavailable, match="unsupported language"):
-        lint("puts 1", "ruby")
+        lint("puts 1", "ruby", jail=tool_jail)
+    with pytest.raises(OfflineUnavailable, match="^lint: source larger than 1024 KiB$"):
+        lint("x = 1\n" * 200_000, "python", jail=tool_jail)
+    # Without a jail a linter never runs (it would read the attempt's source as the worker's user).
+    with pytest.raises(OfflineUnavailable, match="^lint: no sandbox for the linter on this worker$"):
+        lint(CLEAN_PY, "python")
+    with pytest.raises(OfflineUnavailable, match="^lint: no sandbox for the linter on this worker$"):
+        score_offline("lint", source=C_SUM, language="c", references=[], execution_tests=[])
 
 
 # --- dispatcher ----------------------------------------------------------------------------------------------------
@@ -417,9 +439,9 @@ def test_dispatcher_uses_the_first_reference_in_the_attempts_language(method: st
         dispatch(method, references=[])
 
 
-def test_every_method_stores_json_and_a_0_to_5_score() -> None:
+def test_every_method_stores_json_and_a_0_to_5_score(tool_jail: ToolJail) -> None:
     for method in ("sample_tests", "chrf", "codebleu", "edit_similarity", "lint"):
-        result = dispatch(method, source=MESSY_PY)
+        result = dispatch(method, source=MESSY_PY, lint_jail=tool_jail)
         assert json.loads(json.dumps(result.fields)) == result.fields
         assert result.score in {0.0, 1.0, 2.0, 3.0, 4.0, 5.0}
         assert result.p_ac is not None and 0 <= result.p_ac <= 1

@@ -1,0 +1,114 @@
+"""The jail for the judge's tools that read an attempt's source (pylint and cppcheck for the `lint` judge).
+
+Such a tool is the untrusted source's first reader, just as a compiler is: cppcheck follows `#include
+"/abs/path"`, astroid may look for modules on disk. So it runs where compilers run, in nsjail through the
+executor's `Sandbox`: the toolchain (/usr and the merged-/usr links) read-only, /proc, /dev/null, tmpfs /box (the
+working directory) and /tmp, and one fresh host directory holding only the files written for this run, bound
+read-only at /prog. Nothing else of the host (the data dir, admin.key, /etc, /root, the checkout) is visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from executor.languages import JAIL_PROGRAM_DIR
+from executor.sandbox import (
+    INSIDE_ID,
+    JailProfile,
+    RunResult,
+    Sandbox,
+    default_nsjail_path,
+    ensure_cgroup_parents,
+    sandbox_visible_root,
+)
+
+# Where the files given to run() appear inside the jail.
+TOOL_FILES_DIR = JAIL_PROGRAM_DIR
+TOOL_PROCESSES = 32
+# Run folders older than this were left by a process that died (a live run lasts seconds).
+_STALE_S = 3600
+
+
+class ToolJail:
+    """Runs one tool per call, each in its own jail. One per process; thread-safe, at most `slots` at once."""
+
+    def __init__(
+        self,
+        work_root: Path,
+        *,
+        slots: int | None = None,
+        nsjail_path: Path | None = None,
+        sandbox_uid: int = INSIDE_ID,
+    ) -> None:
+        work_root = Path(work_root).absolute()
+        work_root.mkdir(parents=True, exist_ok=True)
+        ensure_cgroup_parents()
+        self.work_root = work_root
+        self._sandbox = Sandbox(nsjail_path or default_nsjail_path(), work_root / "jail", sandbox_uid)
+        self.files_root = sandbox_visible_root(work_root) / "tools"
+        with contextlib.suppress(FileExistsError):
+            self.files_root.mkdir(mode=0o711)
+        self.files_root.chmod(0o711)
+        self._slots = threading.BoundedSemaphore(max(1, slots or os.cpu_count() or 1))
+        self._remove_stale()
+
+    def run(
+        self,
+        argv: list[str],
+        files: dict[str, bytes],
+        *,
+        cpu_time_s: float,
+        wall_time_s: float,
+        memory_mb: int,
+        output_limit: int,
+    ) -> RunResult:
+        """Write `files` (plain names) into a fresh folder, bind it read-only at TOOL_FILES_DIR and run argv there
+        (cwd: the jail's tmpfs /box). Blocking: call from a worker thread. Each of stdout and stderr is kept whole
+        up to `output_limit` bytes; past it the jail is killed and the result says so."""
+        profile = JailProfile(
+            cpu_time_s=cpu_time_s,
+            wall_time_s=wall_time_s,
+            memory_mb=memory_mb,
+            processes=TOOL_PROCESSES,
+            # No /dev/zero or /dev/urandom: `#include "/dev/zero"` must fail at once, not fill memory.
+            devices=("/dev/null",),
+        )
+        with self._slots:
+            folder = Path(tempfile.mkdtemp(prefix="run-", dir=self.files_root))
+            try:
+                folder.chmod(0o755)
+                for name, data in files.items():
+                    _write_file(folder, name, data)
+                return self._sandbox.run(
+                    profile,
+                    argv,
+                    program_dir=folder,
+                    stdout_limit=output_limit,
+                    stderr_limit=output_limit,
+                    stdout_keep=output_limit,
+                    stderr_keep=(output_limit, 0),
+                )
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+
+    def _remove_stale(self) -> None:
+        cutoff = time.time() - _STALE_S
+        for entry in os.scandir(self.files_root):
+            with contextlib.suppress(OSError):
+                if entry.name.startswith("run-") and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _write_file(folder: Path, name: str, data: bytes) -> None:
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"not a plain file name: {name!r}")
+    fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.chmod(folder / name, 0o644)

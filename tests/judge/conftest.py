@@ -1,0 +1,19 @@
+"""Fixtures for the judge tests: the real jail (real nsjail) the lint judge runs its tools in."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from judge.tooljail import ToolJail
+
+
+@pytest.fixture(scope="session")
+def tool_jail(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolJail]:
+    jail = ToolJail(tmp_path_factory.mktemp("judge"), slots=2)
+    yield jail
+    # The jail-visible files live in a staging folder of their own (outside pytest's private temp dir).
+    if not jail.files_root.is_relative_to(jail.work_root):
+        shutil.rmtree(jail.files_root.parent, ignore_errors=True)
