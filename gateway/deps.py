@@ -11,7 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.errors import ApiError
 from services.kernel.db import sessionmaker
-from services.kernel.keys import Scope, find_key
+from services.kernel.keys import Scope, find_key, has_scope
+from services.kernel.settings import get_settings
 
 
 async def _session() -> AsyncIterator[AsyncSession]:
@@ -52,17 +53,33 @@ async def _principal(request: Request, session: SessionDep) -> Principal:
     return Principal(key_id=row.key_id, tenant=row.tenant, scopes=frozenset(row.scopes))
 
 
+def check_scope(principal: Principal, scope: Scope) -> Principal:
+    """`principal` if it holds `scope` (admin holds every scope), else 403."""
+    if not has_scope(principal.scopes, scope):
+        raise ApiError(403, f"this key lacks the '{scope}' scope")
+    return principal
+
+
 def require(scope: Scope) -> Callable[..., Coroutine[Any, Any, Principal]]:
     """A dependency that admits keys holding `scope` (admin holds every scope)."""
 
     async def check(principal: Annotated[Principal, Depends(_principal)]) -> Principal:
-        if scope not in principal.scopes and "admin" not in principal.scopes:
-            raise ApiError(403, f"this key lacks the '{scope}' scope")
-        return principal
+        return check_scope(principal, scope)
 
     return check
+
+
+async def _metrics_access(request: Request) -> None:
+    """/metrics needs a key with the `metrics` scope, unless TRIBUNAL_METRICS_PUBLIC opts out (for a
+    deployment that serves it only on a private network)."""
+    if get_settings().metrics_public:
+        return
+    async with sessionmaker()() as session:
+        principal = await _principal(request, session)
+    check_scope(principal, "metrics")
 
 
 SubmitKey = Annotated[Principal, Depends(require("submit"))]
 ReadKey = Annotated[Principal, Depends(require("read"))]
 AdminKey = Annotated[Principal, Depends(require("admin"))]
+MetricsAccess = Depends(_metrics_access)

@@ -152,7 +152,10 @@ class ProblemOut(BaseModel):
     statement: str
     mode: str
     entry_point: str | None
+    # Every test for admin and author keys; only the public ones otherwise.
     tests: list[dict[str, Any]]
+    # How many tests are hidden (public false), listed in `tests` or not.
+    hidden_tests: int = 0
     checker: dict[str, Any]
     limits: dict[str, Any]
     references: list[dict[str, Any]]

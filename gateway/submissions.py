@@ -208,14 +208,20 @@ async def attempt_view(session: AsyncSession, attempt: Attempt) -> dict[str, Any
     }
 
 
-def problem_view(problem: Problem) -> dict[str, Any]:
+def problem_view(problem: Problem, *, with_hidden: bool) -> dict[str, Any]:
+    """The public JSON of a problem (api.md). Hidden tests (`public` false) are the ground truth attempts
+    are scored on: they are listed only `with_hidden` (admin and author keys); otherwise `tests` holds the
+    public tests alone and `hidden_tests` says how many more there are."""
+    tests = list(problem.tests or [])
+    hidden = sum(1 for test in tests if not test.get("public"))
     return {
         "problem_id": problem.problem_id,
         "title": problem.title,
         "statement": problem.statement,
         "mode": problem.mode,
         "entry_point": problem.entry_point,
-        "tests": problem.tests,
+        "tests": tests if with_hidden else [test for test in tests if test.get("public")],
+        "hidden_tests": hidden,
         "checker": problem.checker,
         "limits": problem.limits,
         "references": problem.references,

@@ -111,9 +111,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_keys_create(args: argparse.Namespace) -> int:
     from services.kernel.db import dispose_engine, init_engine, session_scope
-    from services.kernel.keys import create_key
+    from services.kernel.keys import SCOPES, create_key
     from services.kernel.migrate import upgrade
 
+    unknown = sorted(set(args.scopes) - set(SCOPES))
+    if unknown:
+        console.print(f"[red]unknown scope(s)[/]: {', '.join(unknown)}; choose from {', '.join(SCOPES)}")
+        return 2
     _data_dir(args)
     upgrade()
 
@@ -218,7 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="API keys").add_subparsers(dest="keys_command", required=True)
     create = keys.add_parser("create", help="create a key and print it once")
     create.add_argument("--tenant", required=True)
-    create.add_argument("--scopes", nargs="+", default=["submit", "read"], choices=["submit", "read", "admin"])
+    create.add_argument(
+        "--scopes",
+        nargs="+",
+        default=["submit", "read"],
+        metavar="SCOPE",
+        help="submit, read, author (also sees hidden tests), metrics (scrapes /metrics), admin (every scope)",
+    )
     create.add_argument("--name", default="")
     create.add_argument("--data-dir", type=Path)
     create.set_defaults(func=cmd_keys_create)
@@ -251,6 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Belt and braces: whatever any process of the platform creates (the data dir, the database and its
+    # -wal/-shm files, logs, keys, Redis files) is private unless it says otherwise. The executor sets the
+    # modes of what jails must read (builds, the harness) explicitly.
+    os.umask(0o077)
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

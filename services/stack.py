@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from services.kernel.db import dispose_engine, init_engine, session_scope
+from services.kernel.db import dispose_engine, init_engine, private_dir, session_scope
 from services.kernel.embedded import EmbeddedRedis, free_port
 from services.kernel.judges import load_judges
 from services.kernel.keys import ensure_admin_key
@@ -87,7 +87,8 @@ class EmbeddedStack:
     def start(self, timeout_s: float = 60.0) -> None:
         # A bad judges file stops everything before anything starts, with a message naming the key.
         self.judges = load_judges(self.judges_file)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # Private (0700, tightened if it exists wider): it holds admin.key, the database and the logs.
+        private_dir(self.data_dir)
         if not self.redis_url:
             self.redis = EmbeddedRedis(self.data_dir / "redis")
             self.redis_url = self.redis.start()

@@ -1,4 +1,4 @@
-"""Operations: liveness, readiness (database and Redis reachable), Prometheus metrics."""
+"""Operations: liveness, readiness (database and Redis reachable), Prometheus metrics (behind a key)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
+from gateway.deps import MetricsAccess
 from services.kernel import queue, telemetry
 from services.kernel.db import sessionmaker
 
@@ -38,8 +39,9 @@ async def readyz() -> JSONResponse:
     return JSONResponse({"status": "ready" if ready else "not ready", **checks}, status_code=200 if ready else 503)
 
 
-@router.get("/metrics")
+@router.get("/metrics", dependencies=[MetricsAccess])
 async def metrics() -> Response:
+    """Prometheus text format. Needs a key with the `metrics` scope unless TRIBUNAL_METRICS_PUBLIC=true."""
     try:
         for name, depth in (await queue.queue_depths()).items():
             telemetry.queue_depth.labels(name).set(depth)

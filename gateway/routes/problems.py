@@ -9,6 +9,7 @@ from fastapi import APIRouter, Response
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.schemas import ProblemIn, ProblemOut
 from gateway.submissions import find_problem, not_found, problem_view, put_problem
+from services.kernel.keys import has_scope
 
 router = APIRouter(prefix="/v1/problems", tags=["problems"])
 
@@ -19,7 +20,8 @@ async def create(body: ProblemIn, principal: SubmitKey, session: SessionDep, res
     await session.commit()
     if not created:
         response.status_code = 200
-    return problem_view(problem)
+    # The stored problem has exactly the content just sent (else 409): echoing its tests tells nothing new.
+    return problem_view(problem, with_hidden=True)
 
 
 @router.get("/{problem_id:path}", response_model=ProblemOut)
@@ -27,4 +29,5 @@ async def get(problem_id: str, principal: ReadKey, session: SessionDep) -> dict[
     problem = await find_problem(session, principal.tenant, problem_id)
     if problem is None:
         raise not_found("problem", problem_id)
-    return problem_view(problem)
+    # Hidden tests are the ground truth: only their authors (and admins) read them back.
+    return problem_view(problem, with_hidden=has_scope(principal.scopes, "author"))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
@@ -17,6 +21,46 @@ _sessionmaker: async_sessionmaker[AsyncSession] | None = None
 
 def _is_sqlite(url: str) -> bool:
     return url.startswith("sqlite")
+
+
+# The SQLite database and the files SQLite keeps beside it.
+_SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` (and missing parents) mode 0700, or tighten an existing one to 0700: the data dir holds
+    admin.key and the database, and nobody else on the machine has anything to read or list there."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if stat.S_IMODE(path.stat().st_mode) != 0o700:
+        path.chmod(0o700)
+    return path
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a SQLite URL (None for another database, or an in-memory one)."""
+    if not _is_sqlite(url) or "///" not in url:
+        return None
+    path = url.split("///", 1)[1].split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def private_sqlite(url: str) -> None:
+    """For a SQLite URL: its folder exists (created 0700 if missing, tightened to 0700 if it is the data dir;
+    any other existing folder is the operator's and left alone), and the database file exists with mode
+    0600 (created so, or tightened), as do its -wal/-shm/-journal files if present. SQLite creates those with
+    the database file's mode, so a 0600 database keeps them private too."""
+    path = sqlite_path(url)
+    if path is None:
+        return
+    if not path.parent.exists() or path.parent.resolve() == get_settings().data_dir.resolve():
+        private_dir(path.parent)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    for suffix in _SQLITE_SUFFIXES:
+        with contextlib.suppress(FileNotFoundError):
+            companion = path.with_name(path.name + suffix)
+            if stat.S_IMODE(companion.stat().st_mode) & 0o077:
+                companion.chmod(0o600)
 
 
 def make_engine(url: str, role: str = "tribunal") -> AsyncEngine:

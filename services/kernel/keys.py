@@ -13,8 +13,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.kernel.models import ApiKey, new_id
 
-Scope = Literal["submit", "read", "admin"]
-SCOPES: tuple[Scope, ...] = ("submit", "read", "admin")
+# submit: create problems, attempts, executions, judgments, reports; read: read them back; author: also see a
+# problem's hidden tests; metrics: scrape the gateway's /metrics; admin: every scope, and manage keys.
+Scope = Literal["submit", "read", "author", "metrics", "admin"]
+SCOPES: tuple[Scope, ...] = ("submit", "read", "author", "metrics", "admin")
+
+
+def has_scope(scopes: frozenset[str] | list[str], scope: Scope) -> bool:
+    """Whether a key with `scopes` holds `scope` (admin holds every scope)."""
+    return scope in scopes or "admin" in scopes
 
 
 def hash_key(key: str) -> str:

@@ -9,6 +9,7 @@ from alembic import command
 from alembic.config import Config
 
 import migrations
+from services.kernel.db import private_sqlite
 from services.kernel.settings import get_settings
 
 
@@ -22,9 +23,11 @@ def alembic_config(url: str | None = None) -> Config:
 def upgrade(url: str | None = None) -> None:
     """Run every pending revision. Safe to call on every start."""
     resolved = url or get_settings().resolved_database_url
-    if resolved.startswith("sqlite"):
-        Path(resolved.split("///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+    # A SQLite database is created 0600 in a 0700 folder (or tightened), before and after the migration
+    # that may create its -wal/-shm files.
+    private_sqlite(resolved)
     command.upgrade(alembic_config(resolved), "head")
+    private_sqlite(resolved)
 
 
 async def upgrade_async(url: str | None = None) -> None:

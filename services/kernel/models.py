@@ -55,7 +55,7 @@ class Base(DeclarativeBase):
 
 
 class ApiKey(Base):
-    """A bearer key, stored only as its SHA-256; `scopes` is a subset of submit/read/admin."""
+    """A bearer key, stored only as its SHA-256; `scopes` is a subset of keys.SCOPES."""
 
     __tablename__ = "api_key"
 

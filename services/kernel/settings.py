@@ -41,8 +41,14 @@ class Settings(BaseSettings):
     default_conditions: list[str] = Field(default_factory=lambda: ["blind"])
     judge_slots: int = Field(default=32, description="Attempts one judge worker judges at once.")
 
+    # Metrics. The gateway's /metrics needs a key with the `metrics` scope unless this is true (for a
+    # deployment that serves the gateway's port only on a private network).
+    metrics_public: bool = False
+
     # Worker polling: small delays make an idle stack answer in milliseconds.
     worker_poll_delay_s: float = 0.01
+    # A worker's own /metrics server (port 0: none). It has no authentication, so it listens on loopback
+    # unless a deployment binds it to a private network on purpose.
     worker_metrics_port: int = 0
     worker_metrics_host: str = "127.0.0.1"
     reconcile_interval_s: float = 30.0

@@ -37,3 +37,24 @@ def test_problems_add_then_submit_and_wait(stack: EmbeddedStack, admin: httpx.Cl
     wrong.write_text("print(0)\n")
     rejected = _cli(stack, key["key"], "submit", str(wrong), "--problem", "sum", "--wait")
     assert rejected.returncode == 2 and json.loads(rejected.stdout)["verdict"] == "WA"
+
+
+def test_keys_create_accepts_the_metrics_and_author_scopes(stack: EmbeddedStack) -> None:
+    def create(*scopes: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "services.cli", "keys", "create", "--tenant", "ops", "--scopes", *scopes],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=stack.env(),
+        )
+
+    created = create("metrics")
+    assert created.returncode == 0, created.stderr
+    key = json.loads(created.stdout)
+    assert key["scopes"] == ["metrics"]
+    scraped = httpx.get(f"{stack.url}/metrics", headers={"Authorization": f"Bearer {key['key']}"})
+    assert scraped.status_code == 200
+    assert create("read", "author").returncode == 0
+    unknown = create("read", "superuser")
+    assert unknown.returncode == 2 and "superuser" in unknown.stderr
