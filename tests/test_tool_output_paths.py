@@ -1,0 +1,79 @@
+"""Every place where a tool's or a jailed program's output is read, enumerated and reviewed.
+
+A hostile tenant controls what compilers, linters and its own program print, and nsjail's log names host paths.
+Each place in the platform that reads such output is listed below with the reason its use is safe (what it keeps,
+and whether any of it can reach an API response). A new reader fails this test until it is reviewed and listed:
+that is the point. tests/gateway/test_exfiltration.py checks the same property end to end, with planted secrets.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("executor", "judge", "gateway", "services", "metrics")
+# Attributes that hold tool or program output (RunResult, CompletedProcess, Build, Execution).
+OUTPUT_ATTRIBUTES = {"stdout", "stderr", "stderr_text", "nsjail_log", "jail_error", "compile_output"}
+
+REVIEWED: dict[tuple[str, str, str], str] = {
+    ("executor/builds.py", "_compile_into", "stdout"): "compiler output, the jail's own view, `printable()`, capped",
+    ("executor/builds.py", "_compile_into", "stderr_text"): "same: the compiler's diagnostics on /src/<file>",
+    ("executor/builds.py", "_compile_into", "nsjail_log"): "logged only (names host paths)",
+    ("executor/builds.py", "compile", "compile_output"): "the stored, already sanitised build output",
+    ("executor/builds.py", "_publish", "compile_output"): "the stored, already sanitised build output",
+    ("executor/run.py", "execute", "compile_output"): "the sanitised build output, passed through",
+    ("executor/run.py", "_judge", "stdout"): "the program's own output, for the checker and the executions API",
+    ("executor/run.py", "_judge", "stderr_text"): "the program's own stderr excerpt (executions API only)",
+    ("executor/run.py", "_judge", "nsjail_log"): "logged only, on IE",
+    ("executor/sandbox.py", "classify", "jail_error"): "logged only; the verdict reason is a fixed text",
+    ("executor/sandbox.py", "classify", "stderr"): "searched for fixed runtime markers; never copied",
+    ("executor/sandbox.py", "stderr_text", "stderr"): "the RunResult property itself",
+    ("executor/languages.py", "_output", "stdout"): "`--version` of the host's own toolchain: no untrusted input",
+    ("executor/languages.py", "_output", "stderr"): "same",
+    ("executor/worker.py", "execute_attempt", "compile_output"): "the sanitised build output, stored",
+    ("executor/worker.py", "_direct_result", "compile_output"): "the sanitised build output, returned",
+    ("judge/offline.py", "_run_tool", "nsjail_log"): "logged only, on a sandbox failure",
+    ("judge/offline.py", "_pylint", "stdout"): "parsed; only pylint symbols matching an id pattern, types, lines kept",
+    ("judge/offline.py", "_cppcheck", "stderr"): "parsed XML; only ids matching a pattern, severities, lines kept",
+    ("gateway/submissions.py", "attempt_view", "compile_output"): "the sanitised build output, in the response",
+}
+
+
+def _readers() -> set[tuple[str, str, str]]:
+    found = set()
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if "harness" in path.parts:  # runs inside the jail; it reads nothing of the host
+                continue
+            tree = ast.parse(path.read_text())
+            for function in ast.walk(tree):
+                if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                for node in ast.walk(function):
+                    if (
+                        isinstance(node, ast.Attribute)
+                        and node.attr in OUTPUT_ATTRIBUTES
+                        and isinstance(node.ctx, ast.Load)
+                    ):
+                        found.add((str(path.relative_to(ROOT)), function.name, node.attr))
+    return found
+
+
+def test_every_reader_of_tool_output_is_reviewed() -> None:
+    unreviewed = _readers() - set(REVIEWED)
+    assert not unreviewed, f"review these readers of tool output and list them in REVIEWED: {sorted(unreviewed)}"
+
+
+def test_the_review_list_has_no_stale_entries() -> None:
+    stale = set(REVIEWED) - _readers()
+    assert not stale, f"these readers are gone; drop them from REVIEWED: {sorted(stale)}"
+
+
+def test_no_raw_tail_of_a_tools_output() -> None:
+    """The pattern the audit exploited (`_tail(completed.stderr)` into judgment.error) is gone for good."""
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            text = path.read_text()
+            assert "_tail(" not in text, path
+            assert "completed.stderr" not in text and "completed.stdout" not in text, path
