@@ -55,12 +55,15 @@ def numbers_close(expected: float, actual: float, abs_tol: float, rel_tol: float
 def values_equal(expected: Any, actual: Any, abs_tol: float = 1e-6, rel_tol: float = 1e-6) -> bool:
     """JSON equality for function-mode return values; floats compare within the tolerances.
 
-    Booleans are not numbers here (JSON `true` is not `1`); an int and a float compare as numbers.
+    Booleans are not numbers here (JSON `true` is not `1`). An expected float accepts an int or a float within
+    the tolerances; an expected int accepts only that int (or a float exactly equal to it).
     """
     if isinstance(expected, bool) or isinstance(actual, bool):
         return isinstance(expected, bool) and isinstance(actual, bool) and expected == actual
     if isinstance(expected, int | float) and isinstance(actual, int | float):
-        if isinstance(expected, int) and isinstance(actual, int):
+        if isinstance(expected, int):
+            # An integer answer is exact: a float is accepted only if it is that integer (3.0 for 3), never
+            # within a tolerance (which would accept 123456689.0 for 123456789 at rel_tol 1e-6).
             return expected == actual
         try:
             return numbers_close(float(expected), float(actual), abs_tol, rel_tol)

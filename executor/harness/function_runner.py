@@ -37,11 +37,13 @@ import struct
 import sys
 
 RESULT_FD = 4
-# Bounds on what crosses a trust boundary: one reply of the candidate, the result sent to the executor, and the
-# nesting depth of a value. Integers in an argument test's result are JSON numbers, so their size is bounded too.
-MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+# Bounds on what crosses a trust boundary: one message between the two processes (inside the jail), the result
+# sent to the executor, the nesting depth of a value (the test may wrap what the candidate returned, so values
+# it sends may be deeper), and integers in an argument test's result, which are JSON numbers.
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 MAX_RESULT_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 100
+MAX_ARGUMENT_DEPTH = 2 * MAX_DEPTH + 2
 MAX_INT_DIGITS = 4000
 MAX_INT_BITS = 13287  # 4000 decimal digits
 _MESSAGE_CAP = 500
@@ -49,118 +51,131 @@ _PR_SET_DUMPABLE = 4
 _HEADER = struct.Struct(">I")
 
 
-# --- the data encoding, shared with the host (executor/run.py decodes argument-test values with it) ----------
+# --- the data encoding between the candidate and the supervisor ----------------------------------------------
+# JSON, where what JSON says natively is itself (None, bool, int, finite float, str, list) and everything else is
+# an object with one key naming its type: {"tuple": [...]}, {"dict": [[k, v], ...]}, {"set": [...]},
+# {"frozenset": [...]}, {"odict": [[k, v], ...]}, {"deque": [...]}, {"iter": [...]}, {"range": [start, stop,
+# step]}, {"bytes": "hex"}, {"complex": [re, im]}, {"float": "nan"|"inf"|"-inf"}, {"int": "hex"} (beyond
+# MAX_INT_DIGITS digits).
 
 
 class NotData(TypeError):
     """A value that is not plain data and cannot cross between processes."""
 
 
-def encode_value(value, depth=0):
-    """A JSON-able, tagged copy of `value`. Exact types decide; subclasses are reduced to their base value with
-    the base type's own methods, so a subclass's overrides never change what is sent."""
-    if depth > MAX_DEPTH:
-        raise NotData("a value nested more than " + str(MAX_DEPTH) + " levels deep")
-    kind = type(value)  # the real type: isinstance() believes a spoofed __class__
-    if value is None:
-        return ["none"]
-    if value is True or value is False:
-        return ["bool", value is True]
+_DICT_VIEWS = ("dict_keys", "dict_values", "dict_items")
+
+
+def encode_value(value, depth=0, limit=MAX_DEPTH):
+    """A JSON-able copy of `value`. The real type decides (`type()`, not `isinstance()`, which a `__class__`
+    attribute fools), and a subclass is reduced to its base value with the base type's own methods, so nothing a
+    subclass overrides changes what is sent. Iterators are consumed (what they raise, propagates)."""
+    if depth > limit:
+        raise NotData("a value nested more than " + str(limit) + " levels deep")
+    kind = type(value)
+    if value is None or value is True or value is False:
+        return value
     if issubclass(kind, int):
-        return ["int", int.__format__(value, "x")]  # hex: no int-to-decimal digit limit
+        number = int.__index__(value)
+        return {"int": int.__format__(number, "x")} if number.bit_length() > MAX_INT_BITS else number
     if issubclass(kind, float):
-        return ["float", float.__repr__(value)]
-    if issubclass(kind, complex):
-        return ["complex", [float.__repr__(complex.real.__get__(value)), float.__repr__(complex.imag.__get__(value))]]
+        number = float.__float__(value)
+        return number if number - number == 0.0 else {"float": float.__repr__(number)}
     if issubclass(kind, str):
-        return ["str", str.__str__(value)]
-    if issubclass(kind, (bytes, bytearray)):
-        return ["bytes", bytes(value).hex()]
-    if issubclass(kind, range):
-        return [
-            "range",
-            [int.__format__(value.start, "x"), int.__format__(value.stop, "x"), int.__format__(value.step, "x")],
-        ]
+        return str.__str__(value)
     if issubclass(kind, list):
-        return ["list", [encode_value(item, depth + 1) for item in list.__iter__(value)]]
+        return [encode_value(item, depth + 1, limit) for item in list.__iter__(value)]
     if issubclass(kind, tuple):
-        return ["tuple", [encode_value(item, depth + 1) for item in tuple.__iter__(value)]]
+        return {"tuple": [encode_value(item, depth + 1, limit) for item in tuple.__iter__(value)]}
     if issubclass(kind, dict):
-        return ["dict", [[encode_value(k, depth + 1), encode_value(v, depth + 1)] for k, v in dict.items(value)]]
+        pairs = [[encode_value(k, depth + 1, limit), encode_value(v, depth + 1, limit)] for k, v in dict.items(value)]
+        ordered = sys.modules.get("collections")
+        return {"odict" if ordered and issubclass(kind, ordered.OrderedDict) else "dict": pairs}
     if issubclass(kind, frozenset):
-        return ["frozenset", [encode_value(item, depth + 1) for item in frozenset.__iter__(value)]]
+        return {"frozenset": [encode_value(item, depth + 1, limit) for item in frozenset.__iter__(value)]}
     if issubclass(kind, set):
-        return ["set", [encode_value(item, depth + 1) for item in set.__iter__(value)]]
-    if hasattr(kind, "__next__") and hasattr(kind, "__iter__"):
-        # A generator or other iterator travels as its items (a test may call list() on it).
-        return ["iter", [encode_value(item, depth + 1) for item in value]]
+        return {"set": [encode_value(item, depth + 1, limit) for item in set.__iter__(value)]}
+    if issubclass(kind, (bytes, bytearray)):
+        return {"bytes": bytes(value).hex()}
+    if issubclass(kind, complex):
+        return {"complex": [encode_value(value.real), encode_value(value.imag)]}
+    if issubclass(kind, range):
+        return {"range": [encode_value(value.start), encode_value(value.stop), encode_value(value.step)]}
+    deques = sys.modules.get("collections")
+    if deques and issubclass(kind, deques.deque):
+        return {"deque": [encode_value(item, depth + 1, limit) for item in deques.deque.__iter__(value)]}
+    if kind.__name__ in _DICT_VIEWS or (hasattr(kind, "__next__") and hasattr(kind, "__iter__")):
+        # A generator, another iterator or a dict view travels as its items (a test may call list() on it).
+        return {"iter": [encode_value(item, depth + 1, limit) for item in value]}
     raise NotData(
         "a " + kind.__name__[:100] + ", which is not data (None, bool, int, float, complex, str, bytes, list, tuple, "
-        "dict, set, frozenset or range)"
+        "dict, set, frozenset, range, deque, an iterator)"
     )
 
 
-def decode_value(node, depth=0):
-    """The value an `encode_value` document describes. Anything malformed raises ValueError (never anything that
-    runs code: only built-in types are constructed)."""
-    if depth > MAX_DEPTH + 1:
+def decode_value(node, depth=0, limit=MAX_DEPTH):
+    """The value an `encode_value` document describes. Anything malformed raises ValueError; only built-in types
+    (and OrderedDict, deque) are constructed, nothing that runs code."""
+    if depth > limit:
         raise ValueError("nested too deeply")
-    if type(node) is not list or not node or type(node[0]) is not str:
-        raise ValueError("not a tagged value")
-    tag = node[0]
-    if tag == "none" and len(node) == 1:
-        return None
-    if len(node) != 2:
-        raise ValueError("malformed " + tag[:20])
-    payload = node[1]
-    if tag == "bool" and type(payload) is bool:
-        return payload
-    if tag == "int" and type(payload) is str:
-        return int(payload, 16)
-    if tag == "float" and type(payload) is str:
-        return float(payload)
-    if tag == "complex" and type(payload) is list and len(payload) == 2:
-        return complex(float(_text(payload[0])), float(_text(payload[1])))
-    if tag == "str" and type(payload) is str:
-        return payload
-    if tag == "bytes" and type(payload) is str:
-        return bytes.fromhex(payload)
-    if tag == "range" and type(payload) is list and len(payload) == 3:
-        return range(*(int(_text(part), 16) for part in payload))
-    if type(payload) is not list:
-        raise ValueError("malformed " + tag[:20])
-    if tag == "list":
-        return [decode_value(item, depth + 1) for item in payload]
-    if tag == "iter":
-        return iter([decode_value(item, depth + 1) for item in payload])
-    if tag == "tuple":
-        return tuple(decode_value(item, depth + 1) for item in payload)
+    kind = type(node)
+    if node is None or kind is bool or kind is int or kind is float or kind is str:
+        return node
+    if kind is list:
+        return [decode_value(item, depth + 1, limit) for item in node]
+    if kind is not dict or len(node) != 1:
+        raise ValueError("not an encoded value")
+    ((tag, payload),) = node.items()
     try:
-        if tag == "dict":
-            pairs = []
-            for pair in payload:
-                if type(pair) is not list or len(pair) != 2:
-                    raise ValueError("malformed dict item")
-                pairs.append((decode_value(pair[0], depth + 1), decode_value(pair[1], depth + 1)))
-            return dict(pairs)
+        if tag == "int" and type(payload) is str:
+            return int(payload, 16)
+        if tag == "float" and payload in ("nan", "inf", "-inf"):
+            return float(payload)
+        if tag == "bytes" and type(payload) is str:
+            return bytes.fromhex(payload)
+        if type(payload) is not list:
+            raise ValueError("malformed " + tag[:20])
+        if tag == "complex" and len(payload) == 2:
+            return complex(_number(payload[0]), _number(payload[1]))
+        if tag == "range" and len(payload) == 3 and all(type(part) is int for part in payload):
+            return range(*payload)
+        items = [decode_value(item, depth + 1, limit) for item in payload]
+        if tag == "tuple":
+            return tuple(items)
+        if tag == "iter":
+            return iter(items)
         if tag == "set":
-            return {decode_value(item, depth + 1) for item in payload}
+            return set(items)
         if tag == "frozenset":
-            return frozenset(decode_value(item, depth + 1) for item in payload)
+            return frozenset(items)
+        if tag == "deque":
+            import collections
+
+            return collections.deque(items)
+        if tag in ("dict", "odict"):
+            if not all(type(pair) is list and len(pair) == 2 for pair in items):
+                raise ValueError("malformed dict item")
+            if tag == "odict":
+                import collections
+
+                return collections.OrderedDict(items)
+            return dict(items)
     except TypeError as exc:  # an unhashable key or element
         raise ValueError(str(exc)) from None
-    raise ValueError("unknown tag " + repr(tag[:20]))
+    raise ValueError("unknown tag " + repr(str(tag)[:20]))
 
 
-def _text(node):
-    if type(node) is not str:
-        raise ValueError("expected text")
-    return node
+def _number(node):
+    if type(node) in (int, float):
+        return node
+    if type(node) is dict and set(node) == {"float"}:
+        return decode_value(node)
+    raise ValueError("expected a number")
 
 
-def loads_limited(data):
+def loads_limited(data, limit=MAX_MESSAGE_BYTES):
     """JSON from untrusted bytes: size-capped, and deep nesting is an error, not a crash."""
-    if len(data) > MAX_MESSAGE_BYTES:
+    if len(data) > limit:
         raise ValueError("message too large")
     try:
         return json.loads(data)
@@ -177,9 +192,15 @@ def _write_all(fd, data):
         view = view[os.write(fd, view) :]
 
 
-def _send(fd, message):
+def _frame(message):
     data = json.dumps(message, separators=(",", ":")).encode("utf-8", "surrogatepass")
-    _write_all(fd, _HEADER.pack(len(data)) + data)
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ValueError("a message of more than " + str(MAX_MESSAGE_BYTES >> 20) + " MiB")
+    return _HEADER.pack(len(data)) + data
+
+
+def _send(fd, message):
+    _write_all(fd, _frame(message))
 
 
 def _read_exactly(fd, size):
@@ -210,6 +231,14 @@ def _receive(fd):
 # --- the candidate process -------------------------------------------------------------------------------------
 
 
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
 def _candidate_main(calls, replies, program):
     """Runs in the forked child: import the program, then answer calls until the supervisor hangs up."""
     try:
@@ -228,6 +257,7 @@ def _candidate_main(calls, replies, program):
                 code = compile(source.read(), program, "exec", dont_inherit=True)
             exec(code, module.__dict__)
         except BaseException as exc:
+            _flush()
             _send(replies, {"raised_importing": _exception_data(exc)})
             os._exit(0)
         function = getattr(module, entry_point, None)
@@ -238,31 +268,45 @@ def _candidate_main(calls, replies, program):
         while True:
             message = _receive(calls)
             if message is None:
+                _flush()
                 os._exit(0)
-            args = [decode_value(arg) for arg in message["args"]]
-            kwargs = {name: decode_value(value) for name, value in message["kwargs"]}
+            args = [decode_value(arg, 0, MAX_ARGUMENT_DEPTH) for arg in message["args"]]
+            kwargs = {name: decode_value(value, 0, MAX_ARGUMENT_DEPTH) for name, value in message["kwargs"]}
             try:
                 value = function(*args, **kwargs)
             except BaseException as exc:
-                _send(replies, {"raised": _exception_data(exc)})
-                continue
+                reply = {"raised": _exception_data(exc)}
+            else:
+                try:
+                    reply = {"value": encode_value(value)}
+                except (NotData, RecursionError) as exc:
+                    reply = {"not_data": _cap(str(exc)) if isinstance(exc, NotData) else _describe(exc)}
+                except BaseException as exc:  # raised by a returned generator as it is consumed
+                    reply = {"raised": _exception_data(exc)}
+            _flush()  # the program's prints reach stdout before its answer, even if it is killed after
             try:
-                encoded = encode_value(value)
-            except (TypeError, ValueError, RecursionError) as exc:
-                _send(replies, {"not_data": _cap(str(exc)) if isinstance(exc, NotData) else _describe(exc)})
-                continue
-            _send(replies, {"value": encoded})
+                data = _frame(reply)
+            except ValueError as exc:
+                data = _frame({"not_data": _cap("a value of " + str(exc))})
+            _write_all(replies, data)
     except BaseException:
         os._exit(70)
 
 
 def _exception_data(exc):
-    """[type name, message]: what crosses the boundary of an exception the candidate raised."""
+    """[type name, message, the built-in classes it derives from]: what crosses the boundary of an exception
+    the candidate raised."""
     try:
-        detail = str(exc.code) if isinstance(exc, SystemExit) else str(exc)
+        if isinstance(exc, SystemExit):
+            detail = str(exc.code)
+        elif isinstance(exc, KeyError) and len(exc.args) == 1:
+            detail = str(exc.args[0])  # not str(exc), which quotes it
+        else:
+            detail = str(exc)
     except BaseException:
         detail = ""
-    return [type(exc).__name__[:100], _cap(detail)]
+    bases = [cls.__name__ for cls in type(exc).__mro__ if cls.__module__ == "builtins"][:20]
+    return [type(exc).__name__[:100], _cap(detail), bases]
 
 
 # --- the supervisor ------------------------------------------------------------------------------------------
@@ -281,7 +325,11 @@ _UNREADABLE = {"status": "error", "message": "the program's process sent an unre
 
 
 class CandidateError(Exception):
-    """An exception the candidate raised whose type is not rebuilt as a built-in one."""
+    """An exception the candidate raised whose nearest built-in class is Exception itself."""
+
+
+class CandidateBaseError(BaseException):
+    """One that is not an Exception (SystemExit, KeyboardInterrupt...): `except Exception` must not catch it."""
 
 
 class _BadTest(Exception):
@@ -302,11 +350,13 @@ def _valid_reply(reply):
             return reply
         if key in ("missing", "not_data") and type(value) is str:
             return reply
-        if key == "value" and type(value) is list:
+        if key == "value":  # any JSON: decode_value checks it where it is used
             return reply
-        if key in ("raised", "raised_importing") and type(value) is list and len(value) == 2:
-            if type(value[0]) is str and type(value[1]) is str:
-                return reply
+        if key in ("raised", "raised_importing") and type(value) is list and len(value) == 3:
+            name, detail, bases = value
+            if type(name) is str and type(detail) is str and type(bases) is list and len(bases) <= 20:
+                if all(type(base) is str for base in bases):
+                    return reply
     raise CandidateGone(_UNREADABLE)
 
 
@@ -334,11 +384,12 @@ class _Candidate:
     def call(self, args, kwargs):
         try:
             message = {
-                "args": [encode_value(arg) for arg in args],
-                "kwargs": [[str(name), encode_value(value)] for name, value in kwargs.items()],
+                "args": [encode_value(arg, 0, MAX_ARGUMENT_DEPTH) for arg in args],
+                "kwargs": [[str(name), encode_value(value, 0, MAX_ARGUMENT_DEPTH)] for name, value in kwargs.items()],
             }
-        except (NotData, RecursionError) as exc:
-            raise _BadTest("the test passes a value that is not data to the candidate: " + _describe(exc)) from None
+            _frame(message)  # the size check, here, so that an oversized argument is the test's fault
+        except (NotData, RecursionError, ValueError) as exc:
+            raise _BadTest("the test passes the candidate " + _describe(exc)) from None
         reply = self._exchange(message)
         if "value" in reply:
             try:
@@ -356,10 +407,19 @@ class _Candidate:
 
     def value(self, args):
         """An argument test: the encoded return value, or the status that ends the test."""
-        reply = self._exchange({"args": [encode_value(arg) for arg in args], "kwargs": []})
+        try:
+            message = {"args": [encode_value(arg, 0, MAX_ARGUMENT_DEPTH) for arg in args], "kwargs": []}
+            _frame(message)
+        except (NotData, RecursionError, ValueError) as exc:
+            return {"status": "bad_test", "message": _cap("the test's arguments: " + _describe(exc))}
+        reply = self._exchange(message)
         if "value" in reply:
             try:
-                data = json_data(decode_value(reply["value"]))
+                value = decode_value(reply["value"])
+            except (ValueError, RecursionError, OverflowError, MemoryError):
+                raise self._gone(_UNREADABLE) from None
+            try:
+                data = json_data(value)
             except (ValueError, TypeError, RecursionError, OverflowError) as exc:
                 return {"status": "bad_value", "message": _cap("the function returned " + str(exc))}
             return {"status": "value", "value": data}
@@ -412,34 +472,45 @@ class _Candidate:
 
 
 def _rebuilt_exception(data):
-    name, message = data
-    kind = getattr(builtins, name, None)
-    if (
-        isinstance(kind, type)
-        and issubclass(kind, Exception)
-        and not issubclass(kind, _NOT_REBUILT)
-    ):
+    """The candidate's exception as the nearest built-in class it derives from (statistics.StatisticsError is
+    caught by `except ValueError`), except StopIteration and StopAsyncIteration (see _NOT_REBUILT); a class with
+    no nearer built-in base than Exception or BaseException becomes CandidateError or CandidateBaseError."""
+    name, message, bases = data
+    described = _cap(name + (": " + message if message else ""))
+    for base in bases:
+        kind = getattr(builtins, base, None)
+        if not isinstance(kind, type) or not issubclass(kind, BaseException) or issubclass(kind, _NOT_REBUILT):
+            continue
+        if kind is Exception:
+            return CandidateError(described)
+        if not issubclass(kind, Exception):
+            return CandidateBaseError(described)
         try:
+            if kind is UnicodeDecodeError:
+                return UnicodeDecodeError("unknown", b"", 0, 0, message)
+            if kind is UnicodeEncodeError or kind is UnicodeTranslateError:
+                return kind(*(("unknown",) if kind is UnicodeEncodeError else ()), "", 0, 0, message)
             return kind(message)
         except BaseException:
-            pass
-    return CandidateError(_cap(name + (": " + message if message else "")))
+            continue  # a class whose constructor wants more: the next built-in base will do
+    return CandidateBaseError(described)
 
 
 def _error_status(data, where=""):
-    name, detail = data
+    name, detail, bases = data
     if name == "SystemExit":
         return {"status": "error", "message": _cap("the program called exit(" + detail + ")" + where)}
+    if "KeyError" in bases:
+        detail = repr(detail)  # as Python shows it: KeyError: 'k'
     message = _cap(name + (": " + detail if detail else "") + where)
     return {"status": "memory" if name == "MemoryError" else "error", "message": message}
 
 
 def json_data(value, depth=0):
-    """An argument test's return value as the JSON data the executor compares: tuples, ranges and iterators become
-    lists, sets sorted lists (in their order if unsortable), dict keys strings (a non-string key as its JSON
-    text). Runs here, inside the jail, so expanding a huge range costs the jail's limits, not the executor's.
-    Raises ValueError for values JSON has no form for (bytes, complex numbers, integers of more than
-    MAX_INT_DIGITS digits)."""
+    """An argument test's return value as the JSON data the executor compares: tuples, ranges, deques and iterators
+    become lists, dicts (OrderedDict too) objects with string keys (a non-string key as its JSON text). Runs here,
+    inside the jail, so expanding a huge range costs the jail's limits, not the executor's. Raises ValueError for
+    values JSON has no form for (sets, bytes, complex numbers, integers of more than MAX_INT_DIGITS digits)."""
     if depth > MAX_DEPTH:
         raise ValueError("a value nested more than " + str(MAX_DEPTH) + " levels deep")
     if value is None or type(value) in (bool, str):
@@ -450,15 +521,12 @@ def json_data(value, depth=0):
         return value
     if type(value) is float:
         return value  # NaN and the infinities travel as JSON's NaN/Infinity extension, which the executor reads
-    if type(value) in (list, tuple, range) or hasattr(type(value), "__next__"):
+    if type(value) in (list, tuple, range) or hasattr(type(value), "__next__") or type(value).__name__ == "deque":
         return [json_data(item, depth + 1) for item in value]
     if type(value) in (set, frozenset):
-        items = [json_data(item, depth + 1) for item in value]
-        try:
-            return sorted(items)
-        except TypeError:
-            return items
-    if type(value) is dict:
+        # JSON has no set, and sorting it into a list would accept an unsorted answer to "sorted, unique".
+        raise ValueError("a " + type(value).__name__ + ", which JSON has no form for (use a code test)")
+    if isinstance(value, dict):
         converted = {}
         for key, item in value.items():
             if key is not None and type(key) not in (str, int, float, bool):

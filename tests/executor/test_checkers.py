@@ -107,7 +107,11 @@ def test_numbers_close_edge_values() -> None:
     ("expected", "actual", "ok"),
     [
         (3, 3, True),
-        (3, 3.0000001, True),
+        # An integer answer is exact: 3.0 is 3, 3.0000001 is not (within rel_tol it would let 123456889.0 pass
+        # for 123456789).
+        (3, 3.0, True),
+        (3, 3.0000001, False),
+        (3.0, 3.0000001, True),
         (0.3, 0.1 + 0.2, True),
         (3, 4, False),
         (True, 1, False),  # JSON true is not 1

@@ -419,7 +419,17 @@ def raw(obj):
 
 @pytest.mark.parametrize(
     "reply",
-    [{"missing": 5}, {"raised": 5}, {"raised": ["x"]}, {"not_data": 5}, {"raised": [1, 2]}, [1], {"value": 3}],
+    [
+        {"missing": 5},
+        {"raised": 5},
+        {"raised": ["x"]},
+        {"not_data": 5},
+        {"raised": [1, 2]},
+        [1],
+        {"value": {"bogus": 3}},
+        {"value": {"tuple": 3}},
+        {"raised": ["ValueError", "x", 3]},
+    ],
 )
 @pytest.mark.parametrize("when", ["import", "call"])
 async def test_malformed_replies_are_the_candidates_fault(executor: Executor, reply: object, when: str) -> None:
@@ -494,3 +504,138 @@ async def test_values_handed_back_to_the_candidate_stay_data(executor: Executor)
 async def test_an_assertion_message_that_cannot_be_shown(executor: Executor) -> None:
     check = "def check(candidate):\n    r = candidate(1, 2)\n    assert r == 3, r\n"
     assert await verdicts(executor, "def add(a, b):\n    return 10 ** 5000\n", [TestCase(code=check)]) == ["WA"]
+
+
+# --- found by a second red-team review --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source, args, expected",
+    [
+        ("def add(n):\n    p = (1 + 5 ** 0.5) / 2\n    return p ** n / 5 ** 0.5\n", [80], 23416728348467685),  # Binet
+        ("def add(a, b):\n    return float(a + b) + 100.0\n", [123456700, 89], 123456789),
+    ],
+)
+async def test_an_integer_answer_is_exact(executor: Executor, source: str, args: list[int], expected: int) -> None:
+    """A float within the tolerance of an integer answer is not that integer."""
+    assert await verdicts(executor, source, [TestCase(args, expected)]) == ["WA"]
+
+
+async def test_an_unsorted_set_is_not_a_sorted_list(executor: Executor) -> None:
+    source = "def add(values):\n    return set(values)\n"
+    assert await verdicts(executor, source, [TestCase([[5, 3, 5, 2, 3, 3, 9, 0, 123]], [0, 2, 3, 5, 9, 123])]) == ["WA"]
+
+
+async def test_ordered_dicts_keep_their_order(executor: Executor) -> None:
+    source = "from collections import OrderedDict\ndef add(a, b):\n    return OrderedDict([('b', 2), ('a', 1)])\n"
+    check = (
+        "from collections import OrderedDict\ndef check(candidate):\n"
+        "    assert candidate(1, 2) == OrderedDict([('a', 1), ('b', 2)])\n"
+    )
+    assert await verdicts(executor, source, [TestCase(code=check)]) == ["WA"]
+
+
+@pytest.mark.parametrize("raise_it", ["sys.exit(0)", "raise KeyboardInterrupt", "raise GeneratorExit"])
+async def test_exits_are_not_exceptions_a_test_may_swallow(executor: Executor, raise_it: str) -> None:
+    source = f"import sys\ndef add(a, b):\n    if a < 0:\n        {raise_it}\n    return a + b\n"
+    check = (
+        "def check(candidate):\n    assert candidate(1, 2) == 3\n"
+        "    try:\n        candidate(-1, 0)\n    except Exception:\n        pass\n"
+    )
+    assert await verdicts(executor, source, [TestCase(code=check)]) == ["RE"]
+
+
+async def test_deep_values_from_the_candidate_are_never_the_tests_fault(executor: Executor) -> None:
+    """A 100-deep value handed back wrapped by the test, or a 101-deep raw reply, is never IE."""
+    returned = "def add(a, b=0):\n    v = 0\n    for _ in range(100):\n        v = [v]\n    return v\n"
+    wrap = "def check(candidate):\n    r = candidate(1)\n    assert candidate([[r]], 0) == 3\n"
+    assert await verdicts(executor, returned, [TestCase(code=wrap)]) == ["WA"]
+    raw = _RAW_REPLY + (
+        "def add(a, b=0):\n    v = 0\n    for _ in range(101):\n        v = [v]\n"
+        "    raw({'value': v})\n    import time\n    time.sleep(0.3)\n    return 0\n"
+    )
+    back = "def check(candidate):\n    r = candidate(1, 2)\n    assert candidate(r, 0) == 3\n"
+    assert set(await verdicts(executor, raw, [TestCase(code=back)])) <= {"RE", "WA"}
+
+
+# --- and the correct programs it must still accept ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source, check",
+    [
+        # A large answer (664,579 primes) fits the message and result caps.
+        (
+            "def add(n, b=0):\n    s = bytearray([1]) * n\n    s[0] = s[1] = 0\n"
+            "    for i in range(2, int(n ** 0.5) + 1):\n"
+            "        if s[i]:\n            s[i * i :: i] = bytes(len(range(i * i, n, i)))\n"
+            "    return [i for i in range(n) if s[i]]\n",
+            "def check(candidate):\n    assert len(candidate(10 ** 7)) == 664579\n",
+        ),
+        # Exceptions derived from a built-in are caught by it (statistics.StatisticsError is a ValueError).
+        (
+            "import statistics\ndef add(xs, b=0):\n    return statistics.mean(xs)\n",
+            "def check(candidate):\n    try:\n        candidate([])\n    except ValueError:\n        pass\n"
+            "    else:\n        assert False\n",
+        ),
+        (
+            "def add(a, b):\n    return b'\\xff'.decode()\n",
+            "def check(candidate):\n    try:\n        candidate(1, 2)\n"
+            "    except UnicodeDecodeError:\n        pass\n    else:\n        assert False\n",
+        ),
+        (
+            "def add(a, b):\n    raise KeyError('k')\n",
+            "def check(candidate):\n    try:\n        candidate(1, 2)\n"
+            "    except KeyError as e:\n        assert e.args[0] == 'k'\n",
+        ),
+        # A generator that raises while it is consumed: the test sees the exception.
+        (
+            "def add(a, b):\n    yield 1\n    raise ZeroDivisionError\n",
+            "def check(candidate):\n    try:\n"
+            "        list(candidate(1, 2))\n    except ZeroDivisionError:\n        pass\n"
+            "    else:\n        assert False\n",
+        ),
+        (
+            "def add(a, b):\n    return {a: b}.keys()\n",
+            "def check(candidate):\n    assert list(candidate(1, 2)) == [1]\n",
+        ),
+        (
+            "from collections import deque\ndef add(a, b):\n    return deque([a, b])\n",
+            "from collections import deque\ndef check(candidate):\n    assert candidate(1, 2) == deque([1, 2])\n",
+        ),
+        ("def add(a, b):\n    return {a, b}\n", "def check(candidate):\n    assert candidate(1, 2) == {1, 2}\n"),
+        ("def add(a, b):\n    return (a, b)\n", "def check(candidate):\n    assert candidate(1, 2) == (1, 2)\n"),
+        (
+            "def add(a, b):\n    return float('nan')\n",
+            "import math\ndef check(candidate):\n    assert math.isnan(candidate(1, 2))\n",
+        ),
+        (
+            "def add(a, b):\n    return 10 ** 5000\n",
+            "def check(candidate):\n    assert candidate(1, 2) == 10 ** 5000\n",
+        ),
+        (
+            "def add(a, b):\n    return {1.5: 'x', None: 2}\n",
+            "def check(candidate):\n    assert candidate(1, 2) == {1.5: 'x', None: 2}\n",
+        ),
+    ],
+)
+async def test_correct_programs_still_pass(executor: Executor, source: str, check: str) -> None:
+    limits = Limits(cpu_time_s=5, wall_time_s=20, memory_mb=512, output_kb=64, processes=16)
+    assert await verdicts(executor, source, [TestCase(code=check)], limits) == ["AC"]
+
+
+async def test_the_candidates_prints_reach_stdout(executor: Executor) -> None:
+    outcome = await run(
+        executor,
+        "python",
+        "def add(a, b):\n    print('hello from the candidate')\n    return a + b\n",
+        [TestCase([1, 2], 3)],
+        mode="function",
+        entry_point="add",
+    )
+    assert outcome.verdict == "AC" and "hello from the candidate" in outcome.tests[0].stdout
+
+
+async def test_a_recursion_error_the_function_raises_is_a_runtime_error(executor: Executor) -> None:
+    source = "def add(a, b):\n    raise RecursionError('deep')\n"
+    assert await verdicts(executor, source, [CODE_TEST, ARG_TEST]) == ["RE", "RE"]
