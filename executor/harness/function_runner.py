@@ -17,13 +17,12 @@ Two processes, one trust boundary:
   code; it closes fd 0 and the result channel before it imports the program. It answers calls: the supervisor
   sends arguments, the candidate sends back its return value (or the exception it raised) as data.
 
-Everything crossing between the two is data in one strict, tagged encoding (`encode_value`/`decode_value`:
-None, bool, int, float, complex, str, bytes, list, tuple, dict, set, frozenset, range; never pickle, never an
-object with behaviour). A candidate that lies in its replies can only claim a return value, which the test code
+Everything crossing between the two is data in one strict encoding (`encode_value`/`decode_value`: JSON, with
+one-key tagged objects for tuple, dict, set, deque, bytes... ; never pickle, never an object with behaviour). A candidate that lies in its replies can only claim a return value, which the test code
 (code tests) or the host (argument tests) then compares itself. `__eq__`, `__abs__` or `__sub__` of a returned
 object never run on the trusted side, because the object never gets there: only its data does.
 
-Result statuses written to RESULT_FD: value (argument tests: the encoded return value; the host compares it),
+Result statuses written to RESULT_FD: value (argument tests: the return value as JSON data; the host compares it),
 pass | fail (code tests), error (the candidate raised, or has no such function), died (the candidate's process
 ended: exit code or signal; the host classifies it as RE/TLE/MLE), memory, bad_test (the test itself is broken:
 the platform's or the author's fault, never the candidate's), internal (a bug in this harness).
