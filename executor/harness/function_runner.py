@@ -381,20 +381,9 @@ class _Candidate:
         raise self._gone(_UNREADABLE)
 
     def call(self, args, kwargs):
-        try:
-            message = {
-                "args": [encode_value(arg, 0, MAX_ARGUMENT_DEPTH) for arg in args],
-                "kwargs": [[str(name), encode_value(value, 0, MAX_ARGUMENT_DEPTH)] for name, value in kwargs.items()],
-            }
-            _frame(message)  # the size check, here, so that an oversized argument is the test's fault
-        except (NotData, RecursionError, ValueError) as exc:
-            raise _BadTest("the test passes the candidate " + _describe(exc)) from None
-        reply = self._exchange(message)
+        reply = self._exchange(_call_message(args, kwargs))
         if "value" in reply:
-            try:
-                return decode_value(reply["value"])
-            except (ValueError, RecursionError, OverflowError, MemoryError):
-                raise self._gone(_UNREADABLE) from None
+            return self._decoded(reply["value"])
         if "raised" in reply:
             exc = _rebuilt_exception(reply["raised"])
             self.raised.append((exc, reply["raised"]))
@@ -405,18 +394,14 @@ class _Candidate:
         raise self._gone(_UNREADABLE)
 
     def value(self, args):
-        """An argument test: the encoded return value, or the status that ends the test."""
+        """An argument test: the return value as JSON data, or the status that ends the test."""
         try:
-            message = {"args": [encode_value(arg, 0, MAX_ARGUMENT_DEPTH) for arg in args], "kwargs": []}
-            _frame(message)
-        except (NotData, RecursionError, ValueError) as exc:
-            return {"status": "bad_test", "message": _cap("the test's arguments: " + _describe(exc))}
+            message = _call_message(args, {})
+        except _BadTest as exc:
+            return {"status": "bad_test", "message": _cap(str(exc))}
         reply = self._exchange(message)
         if "value" in reply:
-            try:
-                value = decode_value(reply["value"])
-            except (ValueError, RecursionError, OverflowError, MemoryError):
-                raise self._gone(_UNREADABLE) from None
+            value = self._decoded(reply["value"])
             try:
                 data = json_data(value)
             except (ValueError, TypeError, RecursionError, OverflowError) as exc:
@@ -446,6 +431,13 @@ class _Candidate:
         except CandidateGone as gone:
             raise self._gone(gone.status) from None
 
+    def _decoded(self, node):
+        """A returned value, decoded; a malformed one ends the test as the candidate's fault."""
+        try:
+            return decode_value(node)
+        except (ValueError, RecursionError, OverflowError, MemoryError):
+            raise self._gone(_UNREADABLE) from None
+
     def _gone(self, status):
         self.gone = status
         return CandidateGone(status)
@@ -468,6 +460,20 @@ class _Candidate:
             except OSError:
                 pass
             self.pid = None
+
+
+def _call_message(args, kwargs):
+    """The call message for the test's arguments; _BadTest if they are not data or too large (the test's fault:
+    checked here, before anything is sent)."""
+    try:
+        message = {
+            "args": [encode_value(arg, 0, MAX_ARGUMENT_DEPTH) for arg in args],
+            "kwargs": [[str(name), encode_value(value, 0, MAX_ARGUMENT_DEPTH)] for name, value in kwargs.items()],
+        }
+        _frame(message)
+    except (NotData, RecursionError, ValueError) as exc:
+        raise _BadTest("the test passes the candidate " + _describe(exc)) from None
+    return message
 
 
 def _rebuilt_exception(data):
@@ -537,11 +543,7 @@ def json_data(value, depth=0):
 
 def _report(result):
     """Write the one result document to the host and end the jail (PID 1 exiting ends every process in it)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
+    _flush()
     try:
         data = json.dumps(result, separators=(",", ":")).encode("utf-8", "surrogatepass")
     except BaseException as exc:
