@@ -1,4 +1,5 @@
-"""Every place where a tool's or a jailed program's output is read, enumerated and reviewed.
+"""Every place where a tool's or a jailed program's output is read, and every place a process is started,
+enumerated and reviewed.
 
 A hostile tenant controls what compilers, linters and its own program print, and nsjail's log names host paths.
 Each place in the platform that reads such output is listed below with the reason its use is safe (what it keeps,
@@ -38,6 +39,63 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("judge/offline.py", "_cppcheck", "stderr"): "parsed XML; only ids matching a pattern, severities, lines kept",
     ("gateway/submissions.py", "attempt_view", "compile_output"): "the sanitised build output, in the response",
 }
+
+
+# Every call that starts a process outside the jail's own harness (which forks inside the jail). None of them may
+# read untrusted code or data unjailed, and their raw output must not reach an API response.
+PROCESS_STARTERS = {
+    ("subprocess", "run"),
+    ("subprocess", "Popen"),
+    ("subprocess", "call"),
+    ("subprocess", "check_call"),
+    ("subprocess", "check_output"),
+    ("os", "posix_spawn"),
+    ("os", "posix_spawnp"),
+    ("os", "system"),
+    ("os", "fork"),
+    ("os", "execv"),
+    ("os", "execve"),
+    ("os", "execvp"),
+    ("asyncio", "create_subprocess_exec"),
+    ("asyncio", "create_subprocess_shell"),
+}
+REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
+    ("executor/sandbox.py", "_spawn_and_supervise", "posix_spawn"): "nsjail itself: everything untrusted runs in it",
+    ("executor/languages.py", "_output", "run"): (
+        "the host's own gcc/g++/javac/java/python3 with version flags only: no tenant input; the first line of "
+        "the banner is the /v1/languages version text"
+    ),
+    ("services/kernel/embedded.py", "start", "Popen"): "redis-server for `tribunal up`; output to its log file",
+    ("services/stack.py", "_spawn", "Popen"): "the platform's own gateway and workers; output to log files",
+}
+
+
+def _process_starts() -> set[tuple[str, str, str]]:
+    found = set()
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if "harness" in path.parts:
+                continue
+            for function in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                for node in ast.walk(function):
+                    if (
+                        isinstance(node, ast.Call)
+                        and isinstance(node.func, ast.Attribute)
+                        and isinstance(node.func.value, ast.Name)
+                        and (node.func.value.id, node.func.attr) in PROCESS_STARTERS
+                    ):
+                        found.add((str(path.relative_to(ROOT)), function.name, node.func.attr))
+    return found
+
+
+def test_every_process_start_is_reviewed() -> None:
+    found = _process_starts()
+    unreviewed = found - set(REVIEWED_PROCESSES)
+    assert not unreviewed, f"review these process starts and list them in REVIEWED_PROCESSES: {sorted(unreviewed)}"
+    stale = set(REVIEWED_PROCESSES) - found
+    assert not stale, f"these process starts are gone; drop them from REVIEWED_PROCESSES: {sorted(stale)}"
 
 
 def _readers() -> set[tuple[str, str, str]]:
