@@ -17,6 +17,7 @@ lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy services gateway executor judge metrics
+	.venv/bin/lint-imports --no-cache
 
 bench: setup
 	.venv/bin/python bench/run.py

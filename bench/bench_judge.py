@@ -25,15 +25,15 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from judge.provider import request_params  # noqa: E402
 from judge.request import JudgeInput, build_messages  # noqa: E402
 from judge.rubrics import RUBRICS  # noqa: E402
 from judge.runner import LLMRunner  # noqa: E402
 from judge.worker import _write  # noqa: E402
 from services.kernel.db import dispose_engine, init_engine, session_scope  # noqa: E402
 from services.kernel.judges import LLMJudge  # noqa: E402
-from services.kernel.migrate import upgrade_async  # noqa: E402
 from services.kernel.models import Attempt, Problem  # noqa: E402
+from services.llm import request_params  # noqa: E402
+from services.migrate import upgrade_async  # noqa: E402
 from tests.fake_llm import Behaviour, ScriptedLLM  # noqa: E402
 
 console = Console()
@@ -93,7 +93,7 @@ async def bench_overhead(server: ScriptedLLM, count: int) -> dict[str, float]:
     async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as client:
         for index in range(count):
             messages = _messages(index)
-            body = request_params(judge, RUBRIC, messages)
+            body = request_params(judge, RUBRIC.reply_schema, messages)
             started = time.perf_counter()
             (await client.post("/chat/completions", json=body)).raise_for_status()
             raw.append(time.perf_counter() - started)

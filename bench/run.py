@@ -31,7 +31,8 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from executor.run import Executor, Limits, TestCase  # noqa: E402
+from executor.run import Executor  # noqa: E402
+from services.kernel.contracts import Limits, TestCase  # noqa: E402
 from services.kernel.settings import get_settings  # noqa: E402
 from services.stack import EmbeddedStack  # noqa: E402
 

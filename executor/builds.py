@@ -27,8 +27,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from executor.languages import Language, java_main_class
-from executor.sandbox import JailProfile, RunControl, Sandbox, classify, printable
+from executor.languages import LanguageSpec, java_main_class
+from services.kernel.contracts import Language
+from services.sandbox.jail import JailProfile, RunControl, Sandbox, classify, printable
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class BuildCache:
             directory.chmod(0o711)
         self._remove_stale_temps()
 
-    def key(self, language: Language, toolchain_key: str, source: str, *, tenant: str) -> str:
+    def key(self, language: LanguageSpec, toolchain_key: str, source: str, *, tenant: str) -> str:
         """(tenant, language, toolchain, compile command, sha256 of the source): any of them changing is a new
         build. The tenant is part of it so that a cache hit (a fast answer) never tells one tenant that another
         compiled the same source."""
@@ -113,7 +114,7 @@ class BuildCache:
             cached=True,
         )
 
-    def compile(self, language: Language, source: str, key: str, control: RunControl | None = None) -> Build:
+    def compile(self, language: LanguageSpec, source: str, key: str, control: RunControl | None = None) -> Build:
         """Compile in the sandbox and publish the build (blocking: call from a worker thread)."""
         temp = self._temp / f"{key}.{secrets.token_hex(8)}"
         try:
@@ -135,7 +136,7 @@ class BuildCache:
                 shutil.rmtree(temp, ignore_errors=True)
 
     def _compile_into(
-        self, temp: Path, language: Language, source: str, key: str, control: RunControl | None
+        self, temp: Path, language: LanguageSpec, source: str, key: str, control: RunControl | None
     ) -> _Outcome:
         source_name = language.source_name(source)
         temp.mkdir(mode=0o755)
@@ -216,7 +217,7 @@ class BuildCache:
             return make("ce", _join(f"compilation produced an unusable program: {exc}", output), "")
         return make("ok", output, main)
 
-    def _secure_output(self, program_dir: Path, language: Language, source_name: str) -> str:
+    def _secure_output(self, program_dir: Path, language: LanguageSpec, source_name: str) -> str:
         """Take the compiler's output away from the sandbox uid and find what to run.
 
         Every entry is opened with O_NOFOLLOW (a planted symlink fails to open instead of being followed)
@@ -262,7 +263,7 @@ class BuildCache:
                             os.fchmod(fd, 0o755 if info.st_mode & 0o111 else 0o644)
                             if depth == 0 and name == "main":
                                 has_main_binary = True
-                            if language.id == "java" and name.endswith(".class"):
+                            if language.id == Language.JAVA and name.endswith(".class"):
                                 if info.st_size > _MAX_CLASS_FILE:
                                     raise UnsafeBuildError(f"{name!r} is too large")
                                 with os.fdopen(os.dup(fd), "rb") as class_file:
@@ -279,7 +280,7 @@ class BuildCache:
         os.chown(program_dir, 0, 0)
         program_dir.chmod(0o755)
 
-        if language.id != "java":
+        if language.id != Language.JAVA:
             if not has_main_binary:
                 raise UnsafeBuildError("the compiler wrote no executable")
             return "main"

@@ -6,13 +6,12 @@ import math
 import re
 import reprlib
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, get_args
+from typing import Any
 
-CheckerKind = Literal["exact", "lines", "tokens", "float"]
-CHECKER_KINDS: tuple[str, ...] = get_args(CheckerKind)
+from services.kernel.contracts import CheckerKind
 
 # Decimal notation only: Python's float() would also accept "1_000", "nan" and "infinity", which a
-# judge must compare as text.
+# checker must compare as text.
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _EXCERPT = 40
 
@@ -31,15 +30,15 @@ def check(kind: str, expected: str, actual: str, abs_tol: float = 1e-6, rel_tol:
 
 def mismatch(kind: str, expected: str, actual: str, abs_tol: float = 1e-6, rel_tol: float = 1e-6) -> str | None:
     """None when `actual` is accepted, else a short human-readable reason."""
-    if kind == "exact":
+    if kind == CheckerKind.EXACT:
         return _exact(expected, actual)
-    if kind == "lines":
+    if kind == CheckerKind.LINES:
         return _sequence("line", _lines(expected), _lines(actual), _same_text)
-    if kind == "tokens":
+    if kind == CheckerKind.TOKENS:
         return _sequence("token", expected.split(), actual.split(), _same_text)
-    if kind == "float":
+    if kind == CheckerKind.FLOAT:
         return _sequence("token", expected.split(), actual.split(), lambda e, a: _same_token(e, a, abs_tol, rel_tol))
-    raise ValueError(f"unknown checker kind {kind!r}; expected one of {', '.join(CHECKER_KINDS)}")
+    raise ValueError(f"unknown checker kind {kind!r}; expected one of {', '.join(CheckerKind)}")
 
 
 def numbers_close(expected: float, actual: float, abs_tol: float, rel_tol: float) -> bool:

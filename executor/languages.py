@@ -9,17 +9,12 @@ import struct
 import subprocess
 import threading
 from dataclasses import dataclass
-from typing import Literal
+
+from services.kernel.contracts import Language
+from services.sandbox.jail import JAIL_HARNESS, JAIL_PROGRAM_DIR, JAIL_SOURCE_DIR
 
 log = logging.getLogger(__name__)
 
-LanguageId = Literal["python", "c", "cpp", "java"]
-LANGUAGE_IDS: tuple[LanguageId, ...] = ("python", "c", "cpp", "java")
-
-# Paths as seen inside the jail (see sandbox.py for the mounts).
-JAIL_PROGRAM_DIR = "/prog"
-JAIL_SOURCE_DIR = "/src"
-JAIL_HARNESS = "/harness/function_runner.py"
 
 PYTHON = "/usr/bin/python3"
 GCC = "/usr/bin/gcc"
@@ -53,11 +48,10 @@ except (SyntaxError, ValueError) as e:
 
 
 @dataclass(frozen=True)
-class Language:
+class LanguageSpec:
     """How one language is compiled and run. Paths in argv are jail paths."""
 
-    id: LanguageId
-    name: str
+    id: Language
     # Compiled languages read the source from /src and write the program to /prog; for Python the source
     # file is the program and the compile step only checks it.
     compiled: bool
@@ -66,23 +60,23 @@ class Language:
 
     def source_name(self, source: str) -> str:
         """The file name the source is saved under (Java: the public top-level class decides)."""
-        if self.id == "python":
+        if self.id == Language.PYTHON:
             return "main.py"
-        if self.id == "c":
+        if self.id == Language.C:
             return "main.c"
-        if self.id == "cpp":
+        if self.id == Language.CPP:
             return "main.cpp"
         return f"{java_public_class(source) or 'Main'}.java"
 
     def compile_argv(self, source_name: str) -> list[str]:
-        if self.id == "python":
+        if self.id == Language.PYTHON:
             # -S: compile() needs nothing from `site`, whose .pth processing is half of the check's CPU time.
             return [PYTHON, "-I", "-S", "-B", "-c", _PYTHON_SYNTAX_CHECK, f"{JAIL_PROGRAM_DIR}/{source_name}"]
-        if self.id in ("c", "cpp"):
+        if self.id in (Language.C, Language.CPP):
             out = f"{JAIL_PROGRAM_DIR}/main"
             src = f"{JAIL_SOURCE_DIR}/{source_name}"
             common = ["-O2", "-pipe", "-fdiagnostics-color=never", "-o", out, src]
-            if self.id == "c":
+            if self.id == Language.C:
                 return [GCC, "-std=c17", *common, "-lm"]
             return [GXX, "-std=c++17", *common]
         return [
@@ -101,14 +95,14 @@ class Language:
 
     def run_argv(self, *, main: str, memory_mb: int, function_mode: bool = False) -> list[str]:
         """argv for one run. `main` is the program file (Python) or the main class (Java)."""
-        if self.id == "python":
+        if self.id == Language.PYTHON:
             program = f"{JAIL_PROGRAM_DIR}/{main}"
             if function_mode:
                 # -S: the harness sets up what `site` would (harness._site_setup) without processing .pth files,
                 # 6 ms of every run.
                 return [PYTHON, "-I", "-S", "-B", JAIL_HARNESS, program]
             return [PYTHON, "-I", "-B", program]
-        if self.id in ("c", "cpp"):
+        if self.id in (Language.C, Language.CPP):
             return [f"{JAIL_PROGRAM_DIR}/main"]
         return [
             JAVA,
@@ -123,13 +117,12 @@ class Language:
         ]
 
 
-LANGUAGES: dict[str, Language] = {
-    "python": Language("python", "Python 3", compiled=False),
-    "c": Language("c", "C", compiled=True),
-    "cpp": Language("cpp", "C++", compiled=True),
-    "java": Language(
-        "java",
-        "Java",
+LANGUAGES: dict[Language, LanguageSpec] = {
+    Language.PYTHON: LanguageSpec(Language.PYTHON, compiled=False),
+    Language.C: LanguageSpec(Language.C, compiled=True),
+    Language.CPP: LanguageSpec(Language.CPP, compiled=True),
+    Language.JAVA: LanguageSpec(
+        Language.JAVA,
         compiled=True,
         extra_readonly_mounts=(JAVA_ETC,),
         extra_processes=JVM_THREAD_ALLOWANCE,
@@ -137,11 +130,11 @@ LANGUAGES: dict[str, Language] = {
 }
 
 
-def get_language(language_id: str) -> Language:
+def get_language(language_id: str) -> LanguageSpec:
     try:
-        return LANGUAGES[language_id]
-    except KeyError:
-        raise ValueError(f"unknown language {language_id!r}; expected one of {', '.join(LANGUAGE_IDS)}") from None
+        return LANGUAGES[Language(language_id)]
+    except ValueError:
+        raise ValueError(f"unknown language {language_id!r}; expected one of {', '.join(Language)}") from None
 
 
 def java_heap_mb(memory_mb: int) -> int:
@@ -298,18 +291,18 @@ def _output(*argv: str) -> str:
 
 def _probe(language_id: str) -> Toolchain:
     libc = os.confstr("CS_GNU_LIBC_VERSION") or "libc"
-    if language_id == "python":
+    if language_id == Language.PYTHON:
         version, build = _output(
             PYTHON, "-c", "import platform, sys; print(platform.python_version()); print(sys.version)"
         ).splitlines()[:2]
         return Toolchain(version, f"CPython {version} (syntax check)", f"CPython {build}")
-    if language_id in ("c", "cpp"):
-        driver = GCC if language_id == "c" else GXX
+    if language_id in (Language.C, Language.CPP):
+        driver = GCC if language_id == Language.C else GXX
         version = _output(driver, "-dumpfullversion")
         compiler = _output(driver, "--version").splitlines()[0]
-        runtime = libc if language_id == "c" else f"{libc}, libstdc++ {version}"
+        runtime = libc if language_id == Language.C else f"{libc}, libstdc++ {version}"
         return Toolchain(version, compiler, runtime)
-    if language_id == "java":
+    if language_id == Language.JAVA:
         compiler = _output(JAVAC, "-version").splitlines()[0]
         runtime_lines = _output(JAVA, "-version").splitlines()
         match = re.search(r'version "([^"]+)"', runtime_lines[0])

@@ -12,15 +12,16 @@ import signal
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from executor.builds import Build, BuildCache
-from executor.checkers import CHECKER_KINDS, CheckerKind, excerpt, mismatch, values_equal
+from executor.checkers import excerpt, mismatch, values_equal
 from executor.harness import function_runner as harness
-from executor.languages import LANGUAGE_IDS, Language, Toolchain, get_language, toolchain
-from executor.sandbox import (
+from executor.languages import LanguageSpec, Toolchain, get_language, toolchain
+from services.kernel.contracts import Checker, ExecutionResult, Language, Limits, Mode, TestCase, TestResult, Verdict
+from services.sandbox.jail import (
     INSIDE_ID,
     JailProfile,
     RunControl,
@@ -36,9 +37,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-Mode = Literal["stdio", "function"]
-VERDICTS = ("AC", "WA", "TLE", "MLE", "OLE", "RE", "CE", "IE")
-
+DEFAULT_CHECKER = Checker()
+DEFAULT_LIMITS = Limits()
 STDOUT_EXCERPT = 64 * 1024
 STDERR_EXCERPT = (16 * 1024, 16 * 1024)
 MESSAGE_CAP = 300
@@ -46,82 +46,6 @@ MESSAGE_CAP = 300
 _CANCEL_WAIT_S = 5.0
 _HARNESS_SOURCE = Path(__file__).parent / "harness" / "function_runner.py"
 _KNOWN_BUILDS = 4096
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Per-test resource limits. `processes` counts threads too (a pids cgroup)."""
-
-    cpu_time_s: float = 2
-    wall_time_s: float = 5
-    memory_mb: int = 256
-    output_kb: int = 1024
-    processes: int = 32
-
-    def __post_init__(self) -> None:
-        for name in ("cpu_time_s", "wall_time_s", "memory_mb", "output_kb", "processes"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"limits.{name} must be positive, got {getattr(self, name)!r}")
-
-
-@dataclass(frozen=True)
-class CheckerSpec:
-    """How stdout is compared with the expected output (see checkers.check); tolerances also apply to
-    floats in function-mode return values."""
-
-    kind: CheckerKind = "tokens"
-    abs_tol: float = 1e-6
-    rel_tol: float = 1e-6
-
-    def __post_init__(self) -> None:
-        if self.kind not in CHECKER_KINDS:
-            raise ValueError(f"unknown checker kind {self.kind!r}; expected one of {', '.join(CHECKER_KINDS)}")
-        if self.abs_tol < 0 or self.rel_tol < 0:
-            raise ValueError("checker tolerances must not be negative")
-
-
-@dataclass(frozen=True)
-class TestCase:
-    """One test.
-
-    stdio mode: `input` is stdin text; `expected` the expected stdout (None: no check, the exit decides).
-    function mode: either `input` = positional args and `expected` = the return value (JSON-equal, floats
-    within the checker's tolerance; None means the function must return None), or `code` = test code
-    defining check(candidate) that asserts (HumanEval/MBPP style).
-    """
-
-    __test__ = False  # not a pytest test class
-
-    input: str | list[Any] | None = None
-    expected: Any = None
-    code: str | None = None
-    public: bool = False
-
-
-@dataclass
-class TestOutcome:
-    __test__ = False  # not a pytest test class
-
-    index: int
-    status: str
-    time_ms: int
-    memory_kb: int
-    public: bool
-    exit_code: int | None = None
-    stdout: str = ""
-    stderr: str = ""
-    message: str = ""
-
-
-@dataclass
-class ExecutionOutcome:
-    verdict: str
-    passed: int
-    total: int
-    compile_output: str
-    tests: list[TestOutcome] = field(default_factory=list)
-    toolchain: str = ""
-    build_cached: bool = False
 
 
 class Executor:
@@ -163,14 +87,14 @@ class Executor:
         """The languages this machine runs, with versions read from the installed toolchains (cached after
         the first call, which runs the tools and may block for a fraction of a second)."""
         listed = []
-        for language_id in LANGUAGE_IDS:
+        for language_id in Language:
             tools = toolchain(language_id)
             if tools is None:
                 continue
             listed.append(
                 {
                     "id": language_id,
-                    "name": get_language(language_id).name,
+                    "name": language_id.display_name,
                     "version": tools.version,
                     "compiler": tools.compiler,
                     "runtime": tools.runtime,
@@ -185,11 +109,11 @@ class Executor:
         language: str,
         source_code: str,
         tests: Sequence[TestCase],
-        mode: Mode = "stdio",
+        mode: Mode = Mode.STDIO,
         entry_point: str | None = None,
-        checker: CheckerSpec = CheckerSpec(),
-        limits: Limits = Limits(),
-    ) -> ExecutionOutcome:
+        checker: Checker = DEFAULT_CHECKER,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> ExecutionResult:
         """Compile once (cached per tenant), run every test, and return the verdicts.
 
         `tenant` scopes the build cache: builds are never shared between tenants, so how fast a compile
@@ -205,14 +129,14 @@ class Executor:
             self._toolchains[lang.id] = await self._in_thread(toolchain, lang.id)
         tools = self._toolchains[lang.id]
         if tools is None:
-            return _failed("IE", f"the {lang.id} toolchain is not available on this executor", len(tests))
+            return _failed(Verdict.IE, f"the {lang.id} toolchain is not available on this executor", len(tests))
         try:
             build = await self._build(lang, tools.key, source_code, tenant=tenant)
         except Exception as exc:
             log.exception("building a %s program failed", lang.id)
-            return _failed("IE", f"internal error while compiling ({type(exc).__name__})", len(tests), tools.key)
+            return _failed(Verdict.IE, f"internal error while compiling ({type(exc).__name__})", len(tests), tools.key)
         if build.status != "ok":
-            verdict = "CE" if build.status == "ce" else "IE"
+            verdict = Verdict.CE if build.status == "ce" else Verdict.IE
             return _failed(verdict, build.compile_output, len(tests), tools.key, build.cached)
         outcomes = await asyncio.gather(
             *(
@@ -220,10 +144,10 @@ class Executor:
                 for index, test in enumerate(tests)
             )
         )
-        verdict = next((o.status for o in outcomes if o.status != "AC"), "AC")
-        return ExecutionOutcome(
+        verdict = next((o.status for o in outcomes if o.status != Verdict.AC), Verdict.AC)
+        return ExecutionResult(
             verdict=verdict,
-            passed=sum(o.status == "AC" for o in outcomes),
+            passed=sum(o.status == Verdict.AC for o in outcomes),
             total=len(outcomes),
             compile_output=build.compile_output,
             tests=list(outcomes),
@@ -233,7 +157,7 @@ class Executor:
 
     # --- building -----------------------------------------------------------------------------------
 
-    async def _build(self, lang: Language, toolchain_key: str, source: str, *, tenant: str) -> Build:
+    async def _build(self, lang: LanguageSpec, toolchain_key: str, source: str, *, tenant: str) -> Build:
         """One compile per key (the tenant's) at a time: later callers wait for the first one's build."""
         key = self._builds.key(lang, toolchain_key, source, tenant=tenant)
         shared = self._inflight.get(key)
@@ -251,7 +175,7 @@ class Executor:
         # Shielded: a cancelled execute must not abort a compile that others may be waiting for.
         return await asyncio.shield(task)
 
-    async def _load_or_compile(self, lang: Language, source: str, key: str) -> Build:
+    async def _load_or_compile(self, lang: LanguageSpec, source: str, key: str) -> Build:
         known = self._known_builds.get(key)
         if known is not None:
             self._known_builds.move_to_end(key)
@@ -273,15 +197,15 @@ class Executor:
         self,
         index: int,
         test: TestCase,
-        lang: Language,
+        lang: LanguageSpec,
         build: Build,
         mode: Mode,
         entry_point: str | None,
-        checker: CheckerSpec,
+        checker: Checker,
         limits: Limits,
-    ) -> TestOutcome:
+    ) -> TestResult:
         try:
-            function_mode = mode == "function"
+            function_mode = mode == Mode.FUNCTION
             if function_mode:
                 request: dict[str, Any] = {"entry_point": entry_point}
                 if test.code is not None:
@@ -315,12 +239,14 @@ class Executor:
                     stderr_keep=STDERR_EXCERPT,
                     result_limit=harness.MAX_RESULT_BYTES + 65536,
                 )
-            return _judge(index, test, lang, result, limits, checker)
+            return _decide(index, test, lang, result, limits, checker)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("test %d failed inside the executor", index)
-            return TestOutcome(index, "IE", 0, 0, test.public, message=f"internal error ({type(exc).__name__})")
+            return TestResult(
+                index=index, status=Verdict.IE, public=test.public, message=f"internal error ({type(exc).__name__})"
+            )
 
     async def _jailed(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking sandbox call in our threads; if we are cancelled, stop its jail."""
@@ -341,14 +267,15 @@ class Executor:
         return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
 
 
-def _judge(
+def _decide(
     index: int,
     test: TestCase,
-    lang: Language,
+    lang: LanguageSpec,
     result: RunResult,
     limits: Limits,
-    checker: CheckerSpec,
-) -> TestOutcome:
+    checker: Checker,
+) -> TestResult:
+    """The verdict of one test, decided here in the executor from what the jail returned."""
     status, message = classify(
         result, cpu_time_s=limits.cpu_time_s, memory_mb=limits.memory_mb, output_limit=limits.output_kb * 1024
     )
@@ -359,7 +286,7 @@ def _judge(
     stderr = result.stderr_text
     if status == "OK":
         if result.result is not None:
-            status, message = _judge_harness(result, test, limits, checker)
+            status, message = _decide_function_call(result, test, limits, checker)
         elif test.expected is None:
             status = "AC"
         else:
@@ -368,10 +295,11 @@ def _judge(
     if status in ("RE", "MLE") and not message.startswith(_HARNESS_PREFIXES):
         detail = _error_line(stderr, lang)
         message = f"{message}: {detail}" if detail else message
-    return TestOutcome(
+    return TestResult(
         index=index,
-        status=status,
-        time_ms=round(result.cpu_s * 1000),
+        status=Verdict(status),
+        cpu_time_ms=round(result.cpu_s * 1000),
+        wall_time_ms=round(result.wall_s * 1000),
         memory_kb=result.memory_kb,
         public=test.public,
         exit_code=result.exit_code,
@@ -385,7 +313,7 @@ def _judge(
 _HARNESS_PREFIXES = ("the program ", "the function ")
 
 
-def _judge_harness(result: RunResult, test: TestCase, limits: Limits, checker: CheckerSpec) -> tuple[str, str]:
+def _decide_function_call(result: RunResult, test: TestCase, limits: Limits, checker: Checker) -> tuple[str, str]:
     """The verdict of a function-mode run whose supervisor ended normally, from what it wrote on the result
     channel. Only the supervisor writes there; the candidate's own claims reach us as data we compare here."""
     try:
@@ -419,7 +347,7 @@ def _judge_harness(result: RunResult, test: TestCase, limits: Limits, checker: C
     if kind == "error":
         return "RE", text
     if kind == "died":
-        # The candidate's process ended on its own: judge that ending as if it were the whole run.
+        # The candidate's process ended on its own: decide on that ending as if it were the whole run.
         ended = replace(
             result,
             exit_code=report.get("exit_code") if isinstance(report.get("exit_code"), int) else None,
@@ -445,26 +373,28 @@ def _judge_harness(result: RunResult, test: TestCase, limits: Limits, checker: C
     return "IE", "internal error in the function-mode harness"
 
 
-def _error_line(stderr: str, lang: Language) -> str:
+def _error_line(stderr: str, lang: LanguageSpec) -> str:
     """The line of stderr that says what went wrong (Python: the exception, Java: the uncaught one)."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     if not lines:
         return ""
-    if lang.id == "java":
+    if lang.id == Language.JAVA:
         for line in lines:
             if line.startswith("Exception in thread"):
                 return line.split(" ", 4)[-1] if line.count(" ") >= 4 else line
             if line.startswith(("Error:", "Caused by:")):
                 return line
-    if lang.id == "cpp":
+    if lang.id == Language.CPP:
         for position, line in enumerate(lines):
             if line.startswith("terminate called"):
                 return " ".join(lines[position : position + 2])[:MESSAGE_CAP]
     return lines[-1][:MESSAGE_CAP]
 
 
-def _failed(verdict: str, output: str, total: int, toolchain_key: str = "", cached: bool = False) -> ExecutionOutcome:
-    return ExecutionOutcome(
+def _failed(
+    verdict: Verdict, output: str, total: int, toolchain_key: str = "", cached: bool = False
+) -> ExecutionResult:
+    return ExecutionResult(
         verdict=verdict,
         passed=0,
         total=total,
@@ -475,16 +405,16 @@ def _failed(verdict: str, output: str, total: int, toolchain_key: str = "", cach
     )
 
 
-def _validate(lang: Language, tests: list[TestCase], mode: str, entry_point: str | None) -> None:
-    if mode not in ("stdio", "function"):
+def _validate(lang: LanguageSpec, tests: list[TestCase], mode: str, entry_point: str | None) -> None:
+    if mode not in tuple(Mode):
         raise ValueError(f"unknown mode {mode!r}")
-    if mode == "function":
-        if lang.id != "python":
+    if mode == Mode.FUNCTION:
+        if lang.id != Language.PYTHON:
             raise ValueError("function mode is available for Python only")
         if not entry_point or not entry_point.isidentifier():
             raise ValueError("function mode needs entry_point, a Python identifier")
     for index, test in enumerate(tests):
-        if mode == "stdio":
+        if mode == Mode.STDIO:
             if test.code is not None:
                 raise ValueError(f"tests[{index}]: test code is for function mode")
             if test.input is not None and not isinstance(test.input, str):

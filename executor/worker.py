@@ -6,78 +6,68 @@ import asyncio
 import json
 import logging
 import time
-from dataclasses import asdict
 from typing import Any
 
-from sqlalchemy import update
-
-from executor.run import CheckerSpec, ExecutionOutcome, Executor, Limits, TestCase
-from services.kernel import jobs, queue, telemetry, worker
+from executor.run import Executor
+from services.kernel import attempts, jobs, queue, telemetry, worker
+from services.kernel.contracts import (
+    LIVE_JOB_STATUSES,
+    Checker,
+    ExecutionResult,
+    JobStatus,
+    Limits,
+    Mode,
+    Stage,
+    TestCase,
+    Verdict,
+)
 from services.kernel.db import session_scope, upsert
-from services.kernel.languages import LANGUAGES_KEY
-from services.kernel.models import Attempt, Execution, Job, Problem, utcnow
-from services.kernel.queue import EXECUTOR_QUEUE, Task
+from services.kernel.models import Execution, Job, Problem, utcnow
+from services.kernel.registry import LANGUAGES_KEY, Task
 from services.kernel.settings import get_settings
 
 log = logging.getLogger("tribunal.executor")
 
 
 def _tests(raw: list[dict[str, Any]]) -> list[TestCase]:
-    return [
-        TestCase(
-            input=t.get("input"), expected=t.get("expected"), code=t.get("code"), public=bool(t.get("public", False))
-        )
-        for t in raw
-    ]
+    return [TestCase.model_validate(test) for test in raw]
 
 
-def _checker(raw: dict[str, Any] | None) -> CheckerSpec:
-    return CheckerSpec(**raw) if raw else CheckerSpec()
-
-
-def _limits(raw: dict[str, Any] | None) -> Limits:
-    return Limits(**raw) if raw else Limits()
-
-
-def _record_metrics(language: str, outcome: ExecutionOutcome) -> None:
+def _record_telemetry(language: str, outcome: ExecutionResult) -> None:
     telemetry.executions.labels(language, outcome.verdict).inc()
     telemetry.build_cache.labels(language, "hit" if outcome.build_cached else "miss").inc()
     for test in outcome.tests:
-        telemetry.sandbox_seconds.labels(language, "run").observe(test.time_ms / 1000)
+        telemetry.sandbox_seconds.labels(language, "run").observe(test.cpu_time_ms / 1000)
 
 
 def _is_last_try(ctx: dict[str, Any]) -> bool:
     return int(ctx.get("job_try", 1)) >= get_settings().job_max_tries
 
 
+def _internal_error(exc: Exception, total: int) -> ExecutionResult:
+    # The exception's text may name host paths: it goes to the log, only its type is shown.
+    return ExecutionResult(
+        verdict=Verdict.IE, passed=0, total=total, compile_output=f"internal error ({type(exc).__name__})"
+    )
+
+
+def stored_tests(outcome: ExecutionResult) -> list[dict[str, Any]]:
+    """Per-test results as stored: the contract's fields, plus `time_ms` (CPU) that older readers expect."""
+    return [{**test.model_dump(mode="json"), "time_ms": test.cpu_time_ms} for test in outcome.tests]
+
+
 @queue.task(Task.EXECUTE_ATTEMPT)
 async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
-    """Run an attempt against its problem's tests and store the verdict, exactly once."""
+    """The execute stage of an attempt: run it against its problem's tests and store the verdict, once."""
     async with session_scope() as session:
-        attempt = await session.get(Attempt, attempt_id)
-        if attempt is None or attempt.status in ("done", "failed"):
-            return  # already finished (a duplicate or a retry after the write): nothing to do
-        job = await session.get(Job, attempt.job_id) if attempt.job_id else None
-        if job is not None and job.status == "cancelled":
-            return
+        attempt = await attempts.claim(session, attempt_id, Stage.EXECUTE)
+        if attempt is None:
+            return  # past this stage (a duplicate or a retry after the write), ended, or cancelled
         problem = await session.get(Problem, attempt.problem_pk)
         assert problem is not None
-        job_id = attempt.job_id
-        # Conditional, so a cancel that landed since the read wins. Lock order everywhere: attempt, then job.
-        claimed = await session.execute(
-            update(Attempt)
-            .where(Attempt.attempt_id == attempt_id, Attempt.status.in_(("queued", "running")))
-            .values(status="running")
-        )
-        if not claimed.rowcount:  # type: ignore[attr-defined]
-            return
-        if job is not None:
-            await jobs.mark_running(session, job.job_id)
-        judged = bool(attempt.judges)
-        tenant = attempt.tenant
-        language, source_code, tests = attempt.language, attempt.source_code, _tests(problem.tests)
-        mode, entry_point = problem.mode, problem.entry_point
-        checker, limits = _checker(problem.checker), _limits(problem.limits)
+        tenant, language, source_code = attempt.tenant, attempt.language, attempt.source_code
+        tests, mode, entry_point = _tests(problem.tests), Mode(problem.mode), problem.entry_point
+        checker, limits = Checker.model_validate(problem.checker), Limits.model_validate(problem.limits)
     executor: Executor = ctx["executor"]
     started = time.perf_counter()
     try:
@@ -86,7 +76,7 @@ async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
             language=language,
             source_code=source_code,
             tests=tests,
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             entry_point=entry_point,
             checker=checker,
             limits=limits,
@@ -95,63 +85,46 @@ async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
         if not _is_last_try(ctx):
             raise
         log.exception("attempt %s failed on its last try", attempt_id)
-        outcome = ExecutionOutcome(
-            verdict="IE",
-            passed=0,
-            total=len(tests),
-            # The exception's text may name host paths: it is in the log above, only its type is shown.
-            compile_output=f"internal error ({type(exc).__name__})",
-            tests=[],
-            toolchain="",
-            build_cached=False,
-        )
+        outcome = _internal_error(exc, len(tests))
     duration_ms = int((time.perf_counter() - started) * 1000)
     async with session_scope() as session:
-        await upsert(
-            session,
-            Execution.__table__,
-            {
-                "attempt_id": attempt_id,
-                "run": 0,
-                "verdict": outcome.verdict,
-                "passed": outcome.passed,
-                "total": outcome.total,
-                "compile_output": outcome.compile_output,
-                "tests": [asdict(t) for t in outcome.tests],
-                "toolchain": outcome.toolchain,
-                "build_cached": outcome.build_cached,
-                "duration_ms": duration_ms,
-                "created_at": utcnow(),
-            },
-            keys=["attempt_id", "run"],
+        # The attempt moves first, and the execution is written only by the write that moved it, in the same
+        # transaction: a duplicate delivery that lost the race cannot overwrite the tests behind the verdict.
+        moved, following = await attempts.finish_stage(
+            session, attempt_id, Stage.EXECUTE, verdict=outcome.verdict, passed=outcome.passed, total=outcome.total
         )
-        result = {"verdict": outcome.verdict, "passed": outcome.passed, "total": outcome.total}
-        pending = Attempt.status.in_(("queued", "running"))
-        if judged:
-            # Judging comes next; the judge worker moves the attempt to done and counts it.
-            await session.execute(update(Attempt).where(Attempt.attempt_id == attempt_id, pending).values(**result))
-        else:
-            # Only the write that moves the attempt to done counts toward its job: a retry never counts twice.
-            moved = await session.execute(
-                update(Attempt)
-                .where(Attempt.attempt_id == attempt_id, pending)
-                .values(status="done", finished_at=utcnow(), **result)
+        if moved:
+            await upsert(
+                session,
+                Execution.__table__,
+                {
+                    "attempt_id": attempt_id,
+                    "run": 0,
+                    "verdict": outcome.verdict,
+                    "passed": outcome.passed,
+                    "total": outcome.total,
+                    "compile_output": outcome.compile_output,
+                    "tests": stored_tests(outcome),
+                    "toolchain": outcome.toolchain,
+                    "build_cached": outcome.build_cached,
+                    "duration_ms": duration_ms,
+                    "created_at": utcnow(),
+                },
+                keys=["attempt_id", "run"],
             )
-            if moved.rowcount and job_id:  # type: ignore[attr-defined]
-                await jobs.add_progress(session, job_id)
-    if judged:
-        await queue.enqueue(Task.JUDGE_ATTEMPT, attempt_id)
-    _record_metrics(language, outcome)
+    if following is not None:
+        await attempts.enqueue_stage(attempt_id, following)
+    _record_telemetry(language, outcome)
 
 
-def _direct_result(outcome: ExecutionOutcome) -> dict[str, Any]:
+def _direct_result(outcome: ExecutionResult) -> dict[str, Any]:
     return {
         "verdict": outcome.verdict,
         "passed": outcome.passed,
         "total": outcome.total,
         "compile_output": outcome.compile_output,
         "toolchain": outcome.toolchain,
-        "tests": [asdict(t) for t in outcome.tests],
+        "tests": stored_tests(outcome),
     }
 
 
@@ -160,13 +133,13 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
     """Run a program given inline (stdin or tests) and store the result on its job."""
     async with session_scope() as session:
         job = await session.get(Job, job_id)
-        if job is None or job.status not in ("queued", "running"):
+        if job is None or job.status not in LIVE_JOB_STATUSES:
             return
         await jobs.mark_running(session, job_id)
         params = dict(job.params or {})
         tenant = job.tenant
     if params.get("tests") is None:
-        tests = [TestCase(input=params.get("stdin") or "", expected=None, public=True)]
+        tests = [TestCase(input=params.get("stdin") or "", public=True)]
     else:
         tests = _tests(params["tests"])
     executor: Executor = ctx["executor"]
@@ -176,21 +149,21 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
             language=params["language"],
             source_code=params["source_code"],
             tests=tests,
-            mode=params.get("mode", "stdio"),
+            mode=Mode(params.get("mode", Mode.STDIO)),
             entry_point=params.get("entry_point"),
-            checker=_checker(params.get("checker")),
-            limits=_limits(params.get("limits")),
+            checker=Checker.model_validate(params.get("checker") or {}),
+            limits=Limits.model_validate(params.get("limits") or {}),
         )
     except Exception as exc:
         if not _is_last_try(ctx):
             raise
         async with session_scope() as session:
             log.exception("execution job %s failed on its last try", job_id)
-            await jobs.finish(session, job_id, "failed", error=f"internal error ({type(exc).__name__})")
+            await jobs.finish(session, job_id, JobStatus.FAILED, error=f"internal error ({type(exc).__name__})")
         return
     async with session_scope() as session:
-        await jobs.finish(session, job_id, "succeeded", result=_direct_result(outcome))
-    _record_metrics(params["language"], outcome)
+        await jobs.finish(session, job_id, JobStatus.SUCCEEDED, result=_direct_result(outcome))
+    _record_telemetry(params["language"], outcome)
 
 
 async def _startup(ctx: dict[str, Any]) -> None:
@@ -208,14 +181,4 @@ async def _startup(ctx: dict[str, Any]) -> None:
 
 def run_worker() -> None:
     """Run the executor worker until SIGTERM/SIGINT."""
-    settings = get_settings()
-    worker.run(
-        worker.build_worker(
-            role="executor",
-            functions=[execute_attempt, execute_direct],
-            queue_name=EXECUTOR_QUEUE,
-            # More jobs than sandbox slots, so one attempt's compile overlaps another's tests.
-            max_jobs=max(4, settings.executor_slots * 4),
-            on_startup=_startup,
-        )
-    )
+    worker.run(worker.build_worker("executor", functions=[execute_attempt, execute_direct], on_startup=_startup))

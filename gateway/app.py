@@ -1,4 +1,4 @@
-"""The FastAPI application: routers, error format, body-size limit and per-route metrics."""
+"""The FastAPI application: routers, error format, body-size limit and per-route telemetry."""
 
 from __future__ import annotations
 

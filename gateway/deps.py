@@ -69,10 +69,10 @@ def require(scope: Scope) -> Callable[..., Coroutine[Any, Any, Principal]]:
     return check
 
 
-async def _metrics_access(request: Request) -> None:
-    """/metrics needs a key with the `metrics` scope, unless TRIBUNAL_METRICS_PUBLIC opts out (for a
+async def _telemetry_access(request: Request) -> None:
+    """/metrics needs a key with the `metrics` scope, unless TRIBUNAL_TELEMETRY_PUBLIC opts out (for a
     deployment that serves it only on a private network)."""
-    if get_settings().metrics_public:
+    if get_settings().telemetry_public:
         return
     async with sessionmaker()() as session:
         principal = await _principal(request, session)
@@ -82,4 +82,4 @@ async def _metrics_access(request: Request) -> None:
 SubmitKey = Annotated[Principal, Depends(require("submit"))]
 ReadKey = Annotated[Principal, Depends(require("read"))]
 AdminKey = Annotated[Principal, Depends(require("admin"))]
-MetricsAccess = Depends(_metrics_access)
+TelemetryAccess = Depends(_telemetry_access)

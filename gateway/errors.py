@@ -9,6 +9,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from services.kernel.attempts import SubmissionError
+
 PROBLEM_JSON = "application/problem+json"
 _FASTAPI_BODY_PARSE_ERROR = "There was an error parsing the body"
 
@@ -91,6 +93,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _on_api_error(_: Request, exc: ApiError) -> JSONResponse:
         return problem_response(exc.status_code, str(exc.detail), exc.errors, dict(exc.headers or {}))
+
+    @app.exception_handler(SubmissionError)
+    async def _on_submission_error(_: Request, exc: SubmissionError) -> JSONResponse:
+        error = field_error(exc.loc, exc.message, exc.status)
+        return problem_response(error.status_code, str(error.detail), error.errors)
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import keyword
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.kernel.contracts import Checker, Condition, Language, Limits, Mode, TestCase, Verdict
 from services.kernel.keys import Scope
-from services.kernel.languages import LanguageId
 from services.kernel.settings import get_settings
-
-Verdict = Literal["AC", "WA", "TLE", "MLE", "OLE", "RE", "CE", "IE"]
-Condition = Literal["blind", "prefix12k", "nonblind"]
 
 
 def _check_source_size(value: str) -> str:
@@ -67,29 +64,8 @@ class KeyInfo(BaseModel):
 # ---- problems ---------------------------------------------------------------------------------------------
 
 
-class CheckerIn(_In):
-    kind: Literal["exact", "lines", "tokens", "float"] = "tokens"
-    abs_tol: float = Field(default=1e-6, ge=0)
-    rel_tol: float = Field(default=1e-6, ge=0)
-
-
-class LimitsIn(_In):
-    cpu_time_s: float = Field(default=2, gt=0, le=60)
-    wall_time_s: float = Field(default=5, gt=0, le=120)
-    memory_mb: int = Field(default=256, ge=16, le=4096)
-    output_kb: int = Field(default=1024, ge=1, le=65536)
-    processes: int = Field(default=32, ge=1, le=512)
-
-
-class TestIn(_In):
-    input: str | list[Any] | None = None
-    expected: Any = None
-    code: str | None = Field(default=None, max_length=1_000_000)
-    public: bool = False
-
-
 class ReferenceIn(_In):
-    language: LanguageId
+    language: Language
     source_code: str
 
     _size = field_validator("source_code")(_check_source_size)
@@ -101,11 +77,11 @@ def _identifier(value: str | None) -> str | None:
     return value
 
 
-def _check_tests_fit_mode(mode: str, tests: list[TestIn]) -> None:
+def _check_tests_fit_mode(mode: str, tests: list[TestCase]) -> None:
     """Function-mode tests are argument lists or test code; stdio tests are text in, text out."""
     errors: list[str] = []
     for index, test in enumerate(tests):
-        if mode == "function":
+        if mode == Mode.FUNCTION:
             if test.code is None and not isinstance(test.input, list):
                 errors.append(f"tests[{index}]: function mode needs `code` or `input` as a list of arguments")
         else:
@@ -123,11 +99,11 @@ class ProblemIn(_In):
     problem_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][\w.:/-]*$")
     title: str = Field(default="", max_length=1000)
     statement: str = Field(min_length=1, max_length=1_000_000)
-    mode: Literal["stdio", "function"] = "stdio"
+    mode: Mode = Mode.STDIO
     entry_point: str | None = None
-    tests: list[TestIn] = Field(default_factory=list)
-    checker: CheckerIn = Field(default_factory=CheckerIn)
-    limits: LimitsIn = Field(default_factory=LimitsIn)
+    tests: list[TestCase] = Field(default_factory=list)
+    checker: Checker = Field(default_factory=Checker)
+    limits: Limits = Field(default_factory=Limits)
     references: list[ReferenceIn] = Field(default_factory=list)
     input_spec: dict[str, Any] | None = None
 
@@ -135,12 +111,12 @@ class ProblemIn(_In):
 
     @field_validator("tests")
     @classmethod
-    def _tests_within_limit(cls, tests: list[TestIn]) -> list[TestIn]:
+    def _tests_within_limit(cls, tests: list[TestCase]) -> list[TestCase]:
         return within_limit(tests, get_settings().max_tests_per_problem, "tests", "problem")
 
     @model_validator(mode="after")
     def _tests_fit_mode(self) -> ProblemIn:
-        if self.mode == "function" and not self.entry_point:
+        if self.mode == Mode.FUNCTION and not self.entry_point:
             raise ValueError("entry_point is required in function mode")
         _check_tests_fit_mode(self.mode, self.tests)
         return self
@@ -175,7 +151,7 @@ class AttemptIn(_In):
     attempt_uid: str | None = Field(default=None, min_length=1, max_length=200)
     problem_id: str | None = Field(default=None, min_length=1, max_length=200)
     problem: ProblemIn | None = None
-    language: LanguageId
+    language: Language
     source_code: str
     participant: str | None = Field(default=None, max_length=200)
     turn: int | None = Field(default=None, ge=0)
@@ -217,8 +193,10 @@ class BatchAccepted(BaseModel):
 
 class TestResultOut(BaseModel):
     index: int
-    status: str
-    time_ms: int
+    status: Verdict
+    time_ms: int = Field(description="CPU time (user + system) of the run in ms, what the CPU limit bounds.")
+    cpu_time_ms: int = Field(description="The same CPU time, named for what it is.")
+    wall_time_ms: int = Field(default=0, description="Elapsed time of the run in ms (0 in results stored before).")
     memory_kb: int
     public: bool
 
@@ -267,14 +245,14 @@ class JobOut(BaseModel):
 
 
 class ExecutionIn(_In):
-    language: LanguageId
+    language: Language
     source_code: str
     stdin: str | None = None
-    tests: list[TestIn] | None = None
-    mode: Literal["stdio", "function"] = "stdio"
+    tests: list[TestCase] | None = None
+    mode: Mode = Mode.STDIO
     entry_point: str | None = None
-    checker: CheckerIn = Field(default_factory=CheckerIn)
-    limits: LimitsIn = Field(default_factory=LimitsIn)
+    checker: Checker = Field(default_factory=Checker)
+    limits: Limits = Field(default_factory=Limits)
     wait: bool = False
 
     _size = field_validator("source_code")(_check_source_size)
@@ -293,8 +271,8 @@ class ExecutionIn(_In):
         if self.stdin is not None and self.tests is not None:
             raise ValueError("give stdin or tests, not both")
         within_limit(self.tests or [], get_settings().max_tests_per_problem, "tests", "execution")
-        if self.mode == "function":
-            if self.language != "python":
+        if self.mode == Mode.FUNCTION:
+            if self.language != Language.PYTHON:
                 raise ValueError("function mode is Python-only")
             if not self.entry_point and any(t.code is None for t in self.tests or []):
                 raise ValueError("entry_point is required in function mode")

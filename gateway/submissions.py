@@ -2,141 +2,72 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from gateway.errors import ApiError, field_error
+from gateway.errors import ApiError
+from gateway.panel import panels
 from gateway.schemas import AttemptIn, ProblemIn
-from services.kernel.judges import configured_judges
-from services.kernel.models import Attempt, Execution, Judgment, Problem, new_id
-from services.kernel.panel import panel
-from services.kernel.settings import get_settings
-
-
-def content_hash(payload: Any) -> str:
-    """SHA-256 of canonical JSON: what "the same content" means for idempotent submissions."""
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def source_hash(source_code: str) -> str:
-    return hashlib.sha256(source_code.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-async def find_problem(session: AsyncSession, tenant: str, problem_id: str) -> Problem | None:
-    return await session.scalar(select(Problem).where(Problem.tenant == tenant, Problem.problem_id == problem_id))
+from metrics.panel import Consensus
+from services.kernel import attempts
+from services.kernel.contracts import Condition, TestResult
+from services.kernel.models import Attempt, Execution, Judgment, Problem
 
 
 async def put_problem(
     session: AsyncSession, tenant: str, body: ProblemIn, loc: list[str | int]
 ) -> tuple[Problem, bool]:
-    """Store a problem, or return the stored one with the same id and content; a different content is 409."""
+    """Store a problem from its API body (see attempts.put_problem)."""
     payload = body.model_dump(mode="json", exclude={"problem_id"})
-    digest = content_hash(payload)
-    problem_id = body.problem_id or f"p_{digest[:16]}"
-    existing = await find_problem(session, tenant, problem_id)
-    if existing is not None:
-        if existing.content_hash != digest:
-            raise field_error([*loc, "problem_id"], f"problem {problem_id!r} exists with different content", 409)
-        return existing, False
-    problem = Problem(
-        tenant=tenant,
-        problem_id=problem_id,
-        content_hash=digest,
-        title=payload["title"],
-        statement=payload["statement"],
-        mode=payload["mode"],
-        entry_point=payload["entry_point"],
-        tests=payload["tests"],
-        checker=payload["checker"],
-        limits=payload["limits"],
-        references=payload["references"],
-        input_spec=payload["input_spec"],
-    )
-    session.add(problem)
-    await session.flush()
-    return problem, True
-
-
-def attempt_content(body: AttemptIn, problem: Problem) -> dict[str, Any]:
-    """The fields that make two submissions of one `attempt_uid` "the same"."""
-    content = body.model_dump(mode="json", exclude={"attempt_uid", "problem_id", "problem"})
-    content["problem"] = [problem.problem_id, problem.content_hash]
-    return content
+    return await attempts.put_problem(session, tenant, body.problem_id, payload, loc)
 
 
 async def put_attempt(
     session: AsyncSession, tenant: str, body: AttemptIn, job_id: str, loc: list[str | int]
 ) -> tuple[Attempt, bool]:
-    """Store an attempt (flush, no commit). Same uid and content: the stored one, not new. Else 409."""
+    """Store an attempt from its API body, with its problem given inline or by id (see attempts.create_attempt)."""
     if body.problem is not None:
         problem, _ = await put_problem(session, tenant, body.problem, [*loc, "problem"])
     else:
         assert body.problem_id is not None
-        found = await find_problem(session, tenant, body.problem_id)
+        found = await attempts.find_problem(session, tenant, body.problem_id)
         if found is None:
-            raise field_error([*loc, "problem_id"], f"no problem {body.problem_id!r}", 404)
+            raise attempts.SubmissionError([*loc, "problem_id"], f"no problem {body.problem_id!r}", 404)
         problem = found
-    if problem.mode == "function" and body.language != "python":
-        raise field_error([*loc, "language"], "function-mode problems accept Python only")
-    judges, conditions = resolve_judging(body.judges, body.conditions, [*loc, "judges"])
-    digest = content_hash(attempt_content(body, problem))
-    if body.attempt_uid is not None:
-        existing = await session.scalar(
-            select(Attempt).where(Attempt.tenant == tenant, Attempt.attempt_uid == body.attempt_uid)
-        )
-        if existing is not None:
-            if existing.content_hash != digest:
-                raise field_error(
-                    [*loc, "attempt_uid"],
-                    f"attempt_uid {body.attempt_uid!r} was submitted with different content",
-                    409,
-                )
-            return existing, False
-    attempt = Attempt(
-        attempt_id=new_id("att"),
-        attempt_uid=body.attempt_uid,
-        tenant=tenant,
-        problem_pk=problem.id,
+    spec = attempts.NewAttempt(
         language=body.language,
         source_code=body.source_code,
-        source_hash=source_hash(body.source_code),
-        content_hash=digest,
+        # The fields that make two submissions of one `attempt_uid` "the same".
+        content=body.model_dump(mode="json", exclude={"attempt_uid", "problem_id", "problem"}),
+        attempt_uid=body.attempt_uid,
         participant=body.participant,
         turn=body.turn,
         submitted_at=body.submitted_at,
         context=body.context,
         label=body.label.model_dump() if body.label else None,
-        judges=judges,
-        conditions=conditions,
+        judges=body.judges,
+        conditions=body.conditions,
         repeats=body.repeats,
-        job_id=job_id,
-        status="queued",
     )
-    session.add(attempt)
-    await session.flush()
-    return attempt, True
+    return await attempts.create_attempt(session, tenant, problem, spec, job_id, loc)
 
 
-def resolve_judging(
-    judges: Sequence[str] | None, conditions: Sequence[str] | None, loc: list[str | int]
-) -> tuple[list[str], list[str]]:
-    """The judges (default: every enabled configured judge) and conditions (default: settings) for an attempt."""
-    settings = get_settings()
-    configured = {j.name: j for j in configured_judges(str(settings.judges_file) if settings.judges_file else None)}
-    if judges is None:
-        chosen = [name for name, judge in configured.items() if judge.enabled]
-    else:
-        unknown = [name for name in judges if name not in configured or not configured[name].enabled]
-        if unknown:
-            raise field_error(loc, f"unknown or disabled judge(s): {', '.join(unknown)}; see GET /v1/judges")
-        chosen = list(dict.fromkeys(judges))
-    return chosen, list(dict.fromkeys(conditions or settings.default_conditions))
+def public_test_result(test: TestResult) -> dict[str, Any]:
+    """What an attempt shows of one test: never stdout, stderr or the message, which for a hidden test could quote
+    its input or expected value. `time_ms` is CPU time (`cpu_time_ms` says so by name); `wall_time_ms` is elapsed."""
+    return {
+        "index": test.index,
+        "status": test.status,
+        "time_ms": test.cpu_time_ms,
+        "cpu_time_ms": test.cpu_time_ms,
+        "wall_time_ms": test.wall_time_ms,
+        "memory_kb": test.memory_kb,
+        "public": test.public,
+    }
 
 
 def judgment_view(row: Judgment) -> dict[str, Any]:
@@ -167,27 +98,63 @@ def judgment_view(row: Judgment) -> dict[str, Any]:
 
 async def attempt_view(session: AsyncSession, attempt: Attempt) -> dict[str, Any]:
     """The public JSON of an attempt (api.md), with per-test results but never hidden test data."""
-    problem_id = await session.scalar(select(Problem.problem_id).where(Problem.id == attempt.problem_pk))
-    execution = await session.scalar(
-        select(Execution).where(Execution.attempt_id == attempt.attempt_id, Execution.run == 0)
-    )
-    tests = [
-        {key: test.get(key) for key in ("index", "status", "time_ms", "memory_kb", "public")}
-        for test in (execution.tests if execution else [])
-    ]
-    rows = (
-        await session.scalars(
-            select(Judgment)
-            .where(Judgment.attempt_id == attempt.attempt_id)
-            .order_by(Judgment.judge, Judgment.condition, Judgment.repeat)
+    return (await attempt_views(session, [attempt]))[0]
+
+
+async def attempt_views(session: AsyncSession, page: Sequence[Attempt]) -> list[dict[str, Any]]:
+    """The public JSON of a page of attempts, in page order, in a bounded number of statements whatever its size:
+    one each for their problems, executions and judgments, and one for the panel populations (per tenant)."""
+    if not page:
+        return []
+    ids = [attempt.attempt_id for attempt in page]
+    problems = select(Problem.id, Problem.problem_id).where(Problem.id.in_({a.problem_pk for a in page}))
+    problem_ids = dict((await session.execute(problems)).tuples().all())
+    executions = {
+        row.attempt_id: row
+        for row in await session.scalars(select(Execution).where(Execution.attempt_id.in_(ids), Execution.run == 0))
+    }
+    judgments: dict[str, list[Judgment]] = defaultdict(list)
+    for row in await session.scalars(
+        select(Judgment)
+        .where(Judgment.attempt_id.in_(ids))
+        .order_by(Judgment.attempt_id, Judgment.judge, Judgment.condition, Judgment.repeat)
+    ):
+        judgments[row.attempt_id].append(row)
+    by_attempt = await panels(session, page, judgments)
+    return [
+        _attempt_json(
+            attempt,
+            problem_ids.get(attempt.problem_pk, ""),
+            executions.get(attempt.attempt_id),
+            judgments.get(attempt.attempt_id, []),
+            by_attempt.get(attempt.attempt_id, {}),
         )
-    ).all()
-    panels = await panel(session, attempt.tenant, list(rows))
-    primary = (attempt.conditions or ["blind"])[0]
+        for attempt in page
+    ]
+
+
+def panel_view(attempt: Attempt, by_condition: Mapping[str, Consensus]) -> dict[str, Any] | None:
+    """The attempt's `panel`: its first condition's consensus, and every condition's in `by_condition`; None when
+    no judgment of it counts (none is ok yet, or it is a perturbation mutant, which the panel leaves out)."""
+    if not by_condition:
+        return None
+    views = {c: {"consensus": v.consensus, "judges": v.judges} for c, v in sorted(by_condition.items())}
+    primary = (attempt.conditions or [Condition.BLIND])[0]
+    return {**views.get(primary, {}), "condition": primary, "by_condition": views}
+
+
+def _attempt_json(
+    attempt: Attempt,
+    problem_id: str,
+    execution: Execution | None,
+    rows: Sequence[Judgment],
+    by_condition: Mapping[str, Consensus],
+) -> dict[str, Any]:
+    tests = [public_test_result(TestResult.model_validate(test)) for test in (execution.tests if execution else [])]
     return {
         "attempt_id": attempt.attempt_id,
         "attempt_uid": attempt.attempt_uid,
-        "problem_id": problem_id or "",
+        "problem_id": problem_id,
         "language": attempt.language,
         "status": attempt.status,
         "verdict": attempt.verdict,
@@ -196,7 +163,7 @@ async def attempt_view(session: AsyncSession, attempt: Attempt) -> dict[str, Any
         "compile_output": execution.compile_output if execution else None,
         "tests": tests,
         "judgments": [judgment_view(row) for row in rows],
-        "panel": ({**panels.get(primary, {}), "condition": primary, "by_condition": panels} if panels else None),
+        "panel": panel_view(attempt, by_condition),
         "participant": attempt.participant,
         "turn": attempt.turn,
         "submitted_at": attempt.submitted_at,

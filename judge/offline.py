@@ -6,7 +6,8 @@ the attempt cannot be scored by it, which the caller records as a failed judgmen
 - `sample_tests`: the attempt's own results on the problem's *public* tests (hidden tests are the ground truth the
   judges are measured against, so they never reach a judge). Fills the co-creation rubric (p_ac, s_algo, s_robust).
 - `chrf`, `codebleu`, `edit_similarity`: the rule-based reference metrics of AXIOM IV-D1 (ChrF++, CodeBLEU and
-  token edit similarity), computed on Pygments token streams with whitespace and comments discarded.
+  token edit similarity), computed on Pygments token streams with whitespace and comments discarded. The metrics
+  themselves are the code-similarity library's (`services/codesim/`); these judges only map its raw values.
 - `lint`: static analysis only (pylint for Python, cppcheck for C and C++), each tool in its own nsjail jail
   (`judge/tooljail.py`); the program is never run, and nothing the tool prints is kept as text.
 
@@ -22,28 +23,19 @@ import json
 import logging
 import math
 import re
-import threading
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pygments.lexer import Lexer
-from pygments.lexers import get_lexer_by_name
-from pygments.token import Comment, _TokenType
-from rapidfuzz.distance import Levenshtein
-
-from executor.sandbox import RunResult, classify, signal_name
 from judge.tooljail import TOOL_FILES_DIR, ToolJail
+from services import codesim
+from services.codesim import CodeBleuRecipe, GrammarUnavailable, UnsupportedLanguage
+from services.kernel.contracts import Language, OfflineMethod, Verdict
+from services.sandbox.jail import RunResult, classify, signal_name
 
 log = logging.getLogger(__name__)
-
-LANGUAGES = ("python", "c", "cpp", "java")
-METHODS = ("sample_tests", "chrf", "codebleu", "edit_similarity", "lint")
 
 # Limits of one linter run (in its own nsjail jail, judge/tooljail.py).
 LINT_CPU_S = 20.0
@@ -62,12 +54,9 @@ CPPCHECK_FINDINGS_FOR_ZERO = 10
 CPPCHECK_ERROR_WEIGHT = 5
 
 # Logic failures lower s_algo; resource failures lower s_robust; IE is the platform's fault, not the program's.
-_LOGIC_FAILURES = frozenset({"WA", "RE"})
-_RESOURCE_FAILURES = frozenset({"TLE", "MLE", "OLE"})
-_TEST_STATUSES = frozenset({"AC", "IE"}) | _LOGIC_FAILURES | _RESOURCE_FAILURES
-
-# Pygments files C/C++ preprocessor directives under Comment.Preproc*, but they are code, not comments.
-_CODE_COMMENT_TYPES = (Comment.Preproc, Comment.PreprocFile)
+_LOGIC_FAILURES = frozenset({Verdict.WA, Verdict.RE})
+_RESOURCE_FAILURES = frozenset({Verdict.TLE, Verdict.MLE, Verdict.OLE})
+_TEST_STATUSES = frozenset({Verdict.AC, Verdict.IE}) | _LOGIC_FAILURES | _RESOURCE_FAILURES
 
 
 class OfflineUnavailable(Exception):
@@ -105,8 +94,10 @@ def _grade(raw: float) -> int:
 
 
 def _check_language(language: str) -> None:
-    if language not in LANGUAGES:
-        raise OfflineUnavailable(f"unsupported language {language!r}")
+    try:
+        codesim.check_language(language)
+    except UnsupportedLanguage as exc:
+        raise OfflineUnavailable(str(exc)) from None
 
 
 # --- sample_tests ----------------------------------------------------------------------------------------------
@@ -160,20 +151,20 @@ def sample_tests(
         if public_total:  # the problem has public tests but the execution left no results (e.g. a build IE)
             raise OfflineUnavailable(f"no results for the problem's {public_total} public tests")
         raise OfflineUnavailable("no public tests")
-    judged = [test for test in public if test["status"] != "IE"]
+    judged = [test for test in public if test["status"] != Verdict.IE]
     internal = len(public) - len(judged)
     if not judged:
         raise OfflineUnavailable(f"every public test ({internal}) ended in an internal error")
 
     total = len(judged)
-    passed = sum(test["status"] == "AC" for test in judged)
+    passed = sum(test["status"] == Verdict.AC for test in judged)
     logic = sum(test["status"] in _LOGIC_FAILURES for test in judged)
     resource_failures = sum(test["status"] in _RESOURCE_FAILURES for test in judged)
     p_ac = (passed + 1) / (total + 2)
     s_algo = 1 + _round_half_up(4 * (1 - logic / total))
     s_robust = 1 + _round_half_up(4 * (1 - resource_failures / total))
 
-    failed = [f"#{test.get('index')} {test['status']}" for test in judged if test["status"] != "AC"]
+    failed = [f"#{test.get('index')} {test['status']}" for test in judged if test["status"] != Verdict.AC]
     rationale = f"{passed} of {total} public tests passed"
     rationale += f"; failed: {', '.join(failed)}" if failed else ""
     rationale += f"; {internal} ended in an internal error and were not counted" if internal else ""
@@ -186,45 +177,17 @@ def _sample_score(p_ac: float, s_algo: int, s_robust: int, rationale: str) -> Of
     return OfflineScore(p_ac=p_ac, score=float(_grade(p_ac)), fields=fields, rationale=rationale)
 
 
-# --- tokens (IV-D1: Pygments lexers, whitespace and comments discarded) ----------------------------------------
-
-
-@cache
-def _lexer(language: str) -> Lexer:
-    return get_lexer_by_name(language)
-
-
-def _is_comment(token_type: _TokenType) -> bool:
-    return token_type in Comment and not any(token_type in kept for kept in _CODE_COMMENT_TYPES)
+# --- reference metrics (services/codesim: Pygments tokens, whitespace and comments discarded) ------------------
 
 
 def code_tokens(source: str, language: str) -> list[str]:
-    """The program's Pygments tokens (lexer by language), without whitespace and comment tokens.
-
-    Preprocessor directives (which Pygments types as Comment.Preproc) are kept; Python docstrings are strings and
-    are kept too.
+    """The program's Pygments tokens without whitespace and comments (`services.codesim.code_tokens`).
 
     Raises:
         OfflineUnavailable: the language is not python, c, cpp or java.
     """
     _check_language(language)
-    tokens = []
-    for token_type, value in _lexer(language).get_tokens(source):
-        text = value.strip()
-        if text and not _is_comment(token_type):
-            tokens.append(text)
-    return tokens
-
-
-def _without_comments(source: str, language: str) -> str:
-    """The source with every comment blanked (newlines kept, so it still parses and line structure holds)."""
-    parts = []
-    for token_type, value in _lexer(language).get_tokens(source):
-        if _is_comment(token_type):
-            parts.append("\n" * value.count("\n") or " ")
-        else:
-            parts.append(value)
-    return "".join(parts)
+    return codesim.code_tokens(source, language)
 
 
 def _reference_result(method: str, raw: float, rationale_detail: str, detail: dict[str, Any]) -> OfflineScore:
@@ -235,69 +198,22 @@ def _reference_result(method: str, raw: float, rationale_detail: str, detail: di
     return OfflineScore(p_ac=raw, score=float(score), fields=fields, rationale=rationale)
 
 
-# --- chrF++ --------------------------------------------------------------------------------------------------------
-
-
 def chrf(candidate: str, reference: str, language: str) -> OfflineScore:
-    """ChrF++ (sacrebleu `CHRF(word_order=2)`, sentence level) between the token streams joined by single spaces.
-
-    chrF ignores whitespace inside its character n-grams and its word n-grams are then Pygments tokens.
-    raw = chrF / 100. Two empty token streams are identical: raw = 1.0 (sacrebleu would say 0).
+    """ChrF++ (`services.codesim.chrf_pp`: sacrebleu `CHRF(word_order=2)`, sentence level, on the Pygments token
+    streams joined by single spaces; two empty streams score 100). raw = chrF / 100.
     """
     _check_language(language)
     try:
-        from sacrebleu.metrics import CHRF
+        value = codesim.chrf_pp(reference, candidate, language)
     except ImportError as exc:
         raise OfflineUnavailable("chrf: sacrebleu is not installed") from exc
-    cand_tokens, ref_tokens = code_tokens(candidate, language), code_tokens(reference, language)
-    if not cand_tokens and not ref_tokens:
-        value = 100.0
-    else:
-        value = CHRF(word_order=2).sentence_score(" ".join(cand_tokens), [" ".join(ref_tokens)]).score
-    detail = {"chrf": value, "candidate_tokens": len(cand_tokens), "reference_tokens": len(ref_tokens)}
-    return _reference_result("chrF++", value / 100, f"{len(cand_tokens)} vs {len(ref_tokens)} tokens", detail)
-
-
-# --- CodeBLEU ------------------------------------------------------------------------------------------------------
-
-_CODEBLEU_LOCK = threading.Lock()
-_CODEBLEU_NO_DATAFLOW = "WARNING: There is no reference data-flows"
-
-
-class _DegenerateDataflowFilter(logging.Filter):
-    """Catches (and silences) codebleu's root-logger warning that the reference has no data flow."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen = False
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if str(record.msg).startswith(_CODEBLEU_NO_DATAFLOW):
-            self.seen = True
-            return False
-        return True
-
-
-@contextmanager
-def _codebleu_dataflow_warning() -> Iterator[_DegenerateDataflowFilter]:
-    # codebleu warns through `logging.warning`, which configures the root logger (basicConfig) when it has no
-    # handler: a NullHandler for the duration keeps the application's logging set-up untouched.
-    root = logging.getLogger()
-    catcher = _DegenerateDataflowFilter()
-    placeholder = logging.NullHandler() if not root.handlers else None
-    if placeholder is not None:
-        root.addHandler(placeholder)
-    root.addFilter(catcher)
-    try:
-        yield catcher
-    finally:
-        root.removeFilter(catcher)
-        if placeholder is not None:
-            root.removeHandler(placeholder)
+    cand_tokens, ref_tokens = len(code_tokens(candidate, language)), len(code_tokens(reference, language))
+    detail = {"chrf": value, "candidate_tokens": cand_tokens, "reference_tokens": ref_tokens}
+    return _reference_result("chrF++", value / 100, f"{cand_tokens} vs {ref_tokens} tokens", detail)
 
 
 def codebleu(candidate: str, reference: str, language: str) -> OfflineScore:
-    """CodeBLEU (the `codebleu` package) with equal weights over its four components.
+    """CodeBLEU by the library's `pygments` recipe (`services.codesim.codebleu_score`), deterministic.
 
     The n-gram components see the Pygments tokens (whitespace and comments discarded); the syntax and data-flow
     components need parseable code and see the source with its comments blanked.
@@ -305,59 +221,44 @@ def codebleu(candidate: str, reference: str, language: str) -> OfflineScore:
     The package scores the data-flow component as 1 whenever it is 0 (`dataflow or 1`), which hands a program that
     shares no data flow with the reference a quarter of the score for free. Here the component keeps its value
     0 when the reference has data flows; when the reference has none (the package warns the component
-    "degenerates"), the component is left out and raw is the mean of the other three.
+    "degenerates"), the component is left out and raw is the mean of the other three. `codebleu_package` in the
+    fields is the package's combination of the same components.
     """
     _check_language(language)
     try:
-        from codebleu import calc_codebleu
-        from codebleu.utils import get_tree_sitter_language
+        result = codesim.codebleu_score(reference, candidate, language, recipe=CodeBleuRecipe.PYGMENTS)
     except ImportError as exc:
         raise OfflineUnavailable("codebleu: the codebleu package is not installed") from exc
-    try:
-        get_tree_sitter_language(language)
-    except Exception as exc:  # the grammar wheel is missing or built for another tree-sitter ABI
-        raise OfflineUnavailable(f"codebleu: no usable tree-sitter grammar for {language}: {exc!r}") from exc
-
-    cand_source, ref_source = _without_comments(candidate, language), _without_comments(reference, language)
-
-    def tokenizer(text: str) -> list[str]:
-        return code_tokens(text, language)
-
-    with _CODEBLEU_LOCK, _codebleu_dataflow_warning() as dataflow_warning:
-        result = calc_codebleu([ref_source], [cand_source], lang=language, tokenizer=tokenizer)
-    ngram = float(result["ngram_match_score"])
-    weighted = float(result["weighted_ngram_match_score"])
-    syntax = float(result["syntax_match_score"])
-    dataflow: float | None = None if dataflow_warning.seen else float(result["dataflow_match_score"])
-    parts = [ngram, weighted, syntax] + ([] if dataflow is None else [dataflow])
-    raw = sum(parts) / len(parts)
+    except GrammarUnavailable as exc:  # the grammar wheel is missing or built for another tree-sitter ABI
+        raise OfflineUnavailable(f"codebleu: {exc}") from exc
+    dataflow = result.dataflow_match
     detail = {
-        "codebleu_package": float(result["codebleu"]),
-        "ngram_match": ngram,
-        "weighted_ngram_match": weighted,
-        "syntax_match": syntax,
+        "codebleu_package": result.package_value,
+        "ngram_match": result.ngram_match,
+        "weighted_ngram_match": result.weighted_ngram_match,
+        "syntax_match": result.syntax_match,
         "dataflow_match": dataflow,
     }
-    summary = f"n-gram {ngram:.2f}, weighted {weighted:.2f}, syntax {syntax:.2f}, data flow " + (
-        "n/a: the reference has none" if dataflow is None else f"{dataflow:.2f}"
-    )
-    return _reference_result("CodeBLEU", raw, summary, detail)
-
-
-# --- edit similarity -----------------------------------------------------------------------------------------------
+    summary = (
+        f"n-gram {result.ngram_match:.2f}, weighted {result.weighted_ngram_match:.2f}, "
+        f"syntax {result.syntax_match:.2f}, data flow "
+    ) + ("n/a: the reference has none" if dataflow is None else f"{dataflow:.2f}")
+    return _reference_result("CodeBLEU", result.value, summary, detail)
 
 
 def edit_similarity(candidate: str, reference: str, language: str) -> OfflineScore:
-    """Token edit similarity (IV-D1): raw = 1 - d / max(|p|, |p_ref|), d the token-level Levenshtein distance.
-
-    Tokens are Pygments tokens without whitespace and comments; two empty token lists are identical (raw 1.0).
+    """Token edit similarity (IV-D1, `services.codesim.token_edit`): raw = 1 - d / max(|p|, |p_ref|), d the
+    token-level Levenshtein distance over Pygments tokens; two empty token lists are identical (raw 1.0).
     """
-    cand_tokens, ref_tokens = code_tokens(candidate, language), code_tokens(reference, language)
-    longest = max(len(cand_tokens), len(ref_tokens))
-    distance = Levenshtein.distance(cand_tokens, ref_tokens)
-    raw = 1.0 if longest == 0 else 1 - distance / longest
-    detail = {"distance": distance, "candidate_tokens": len(cand_tokens), "reference_tokens": len(ref_tokens)}
-    return _reference_result("edit similarity", raw, f"{distance} token edits, longer program {longest} tokens", detail)
+    _check_language(language)
+    edit = codesim.token_edit(reference, candidate, language)
+    detail = {
+        "distance": edit.distance,
+        "candidate_tokens": edit.candidate_tokens,
+        "reference_tokens": edit.reference_tokens,
+    }
+    rationale_detail = f"{edit.distance} token edits, longer program {edit.longest} tokens"
+    return _reference_result("edit similarity", edit.similarity, rationale_detail, detail)
 
 
 # --- lint ----------------------------------------------------------------------------------------------------------
@@ -440,7 +341,7 @@ def lint(source: str, language: str, *, jail: ToolJail | None = None) -> Offline
     if jail is None:
         # Never run a linter outside the jail: it reads untrusted source as whoever runs it.
         raise OfflineUnavailable("lint: no sandbox for the linter on this worker")
-    if language == "python":
+    if language == Language.PYTHON:
         return _pylint(source, jail)
     return _cppcheck(source, language, jail)
 
@@ -672,13 +573,17 @@ def score_offline(
         OfflineUnavailable: the method cannot score this attempt (the reason is the message).
         ValueError: the method is unknown.
     """
-    if method == "sample_tests":
+    if method == OfflineMethod.SAMPLE_TESTS:
         return sample_tests(execution_tests, compile_error=compile_error, public_total=public_total)
-    if method == "lint":
+    if method == OfflineMethod.LINT:
         return lint(source, language, jail=lint_jail)
-    metrics = {"chrf": chrf, "codebleu": codebleu, "edit_similarity": edit_similarity}
-    if method not in metrics:
-        raise ValueError(f"unknown offline method {method!r}; expected one of {', '.join(METHODS)}")
+    by_reference = {
+        OfflineMethod.CHRF: chrf,
+        OfflineMethod.CODEBLEU: codebleu,
+        OfflineMethod.EDIT_SIMILARITY: edit_similarity,
+    }
+    if method not in by_reference:
+        raise ValueError(f"unknown offline method {method!r}; expected one of {', '.join(OfflineMethod)}")
     _check_language(language)
     reference = next((ref for ref in references if ref.get("language") == language), None)
     if reference is None:
@@ -686,4 +591,4 @@ def score_offline(
     reference_source = reference.get("source_code")
     if not isinstance(reference_source, str):
         raise OfflineUnavailable(f"the {language} reference solution has no source_code")
-    return metrics[method](source, reference_source, language)
+    return by_reference[OfflineMethod(method)](source, reference_source, language)

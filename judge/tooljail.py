@@ -17,9 +17,9 @@ import threading
 import time
 from pathlib import Path
 
-from executor.languages import JAIL_PROGRAM_DIR
-from executor.sandbox import (
+from services.sandbox.jail import (
     INSIDE_ID,
+    JAIL_PROGRAM_DIR,
     JailProfile,
     RunResult,
     Sandbox,

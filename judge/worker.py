@@ -14,50 +14,23 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import select
 
 from judge.offline import OfflineUnavailable, score_offline
 from judge.request import BudgetExceeded, JudgeInput, LogEntry, build_messages, condition_context
 from judge.rubrics import RUBRICS
-from judge.runner import CachedReply, LLMRunner, Outcome
+from judge.runner import LLMRunner
 from judge.tooljail import ToolJail
-from services.kernel import jobs, queue, telemetry, worker
+from services.kernel import attempts, jobs, queue, telemetry, worker
+from services.kernel.contracts import LIVE_JOB_STATUSES, JudgmentOutput, JudgmentStatus, OfflineMethod, Stage, Verdict
 from services.kernel.db import session_scope, upsert
 from services.kernel.judges import JUDGES_KEY, LLMJudge, OfflineJudge, configured_judges, public_view
-from services.kernel.models import Attempt, Execution, JobUnit, JudgeResponseCache, Judgment, Problem, utcnow
-from services.kernel.queue import JUDGE_QUEUE, Task
+from services.kernel.models import Attempt, Execution, Judgment, Problem, utcnow
+from services.kernel.registry import Task
 from services.kernel.settings import get_settings
+from services.llm import DbResponseCache
 
 log = logging.getLogger("tribunal.judge")
-
-
-class DbCache:
-    """The response cache in the database, shared by every judge worker."""
-
-    async def get(self, key: str) -> CachedReply | None:
-        async with session_scope() as session:
-            row = await session.get(JudgeResponseCache, key)
-            if row is None:
-                return None
-            return CachedReply(row.content, row.served_model, row.tokens_in, row.tokens_out)
-
-    async def put(self, key: str, reply: CachedReply) -> None:
-        async with session_scope() as session:
-            await upsert(
-                session,
-                JudgeResponseCache.__table__,
-                {
-                    "cache_key": key,
-                    "content": reply.content,
-                    "served_model": reply.served_model,
-                    "tokens_in": reply.tokens_in,
-                    "tokens_out": reply.tokens_out,
-                    "created_at": utcnow(),
-                },
-                keys=["cache_key"],
-            )
 
 
 @dataclass(frozen=True)
@@ -81,7 +54,7 @@ async def _write(
     rubric: str,
     prompt_version: str,
     provenance: str | None,
-    outcome: Outcome,
+    outcome: JudgmentOutput,
 ) -> None:
     async with session_scope() as session:
         await upsert(
@@ -92,22 +65,10 @@ async def _write(
                 "judge": judge,
                 "condition": condition,
                 "repeat": repeat,
-                "status": outcome.status,
+                **outcome.model_dump(),
                 "rubric": rubric,
                 "prompt_version": prompt_version,
-                "fields": outcome.fields,
-                "p_ac": outcome.p_ac,
-                "score": outcome.score,
-                "raw_response": outcome.raw_response,
-                "requested_model": outcome.requested_model,
-                "served_model": outcome.served_model,
                 "provenance": provenance,
-                "tries": outcome.tries,
-                "latency_ms": outcome.latency_ms,
-                "tokens_in": outcome.tokens_in,
-                "tokens_out": outcome.tokens_out,
-                "request_hash": outcome.request_hash,
-                "error": outcome.error,
                 "updated_at": utcnow(),
             },
             keys=["attempt_id", "judge", "condition", "repeat"],
@@ -117,7 +78,7 @@ async def _write(
 
 async def _offline_outcome(
     judge: OfflineJudge, attempt: Attempt, problem: Problem, execution: Execution | None, jail: ToolJail | None
-) -> Outcome:
+) -> JudgmentOutput:
     started = time.perf_counter()
     public_total = sum(1 for test in problem.tests if test.get("public"))
     try:
@@ -128,7 +89,7 @@ async def _offline_outcome(
             language=attempt.language,
             references=list(problem.references or []),
             execution_tests=list(execution.tests if execution else []),
-            compile_error=bool(execution and execution.verdict == "CE"),
+            compile_error=bool(execution and execution.verdict == Verdict.CE),
             public_total=public_total,
             lint_jail=jail,
         )
@@ -136,15 +97,15 @@ async def _offline_outcome(
         reason = f"unavailable: {exc}" if isinstance(exc, OfflineUnavailable) else f"internal: {type(exc).__name__}"
         if not isinstance(exc, OfflineUnavailable):
             log.exception("offline judge %s failed on %s", judge.name, attempt.attempt_id)
-        return Outcome(
-            status="failed",
+        return JudgmentOutput(
+            status=JudgmentStatus.FAILED,
             error=reason,
             requested_model=judge.method,
             served_model=judge.method,
             tries=1,
         )
-    return Outcome(
-        status="ok",
+    return JudgmentOutput(
+        status=JudgmentStatus.OK,
         fields=score.fields,
         p_ac=score.p_ac,
         score=score.score,
@@ -195,7 +156,7 @@ async def judge_units(ctx: dict[str, Any], attempt_id: str, plan: Plan) -> int:
         done = {
             (row.judge, row.condition, row.repeat)
             for row in (await session.scalars(select(Judgment).where(Judgment.attempt_id == attempt_id))).all()
-            if row.status == "ok"
+            if row.status == JudgmentStatus.OK
         }
         session.expunge_all()
     judges = {judge.name: judge for judge in ctx["judges"]}
@@ -260,64 +221,46 @@ async def _judge_llm(
     try:
         messages = build_messages(rubric, judge_input)
     except BudgetExceeded as exc:
-        outcome = Outcome(status="failed", error=f"budget: {exc}", requested_model=judge.model)
+        outcome = JudgmentOutput(status=JudgmentStatus.FAILED, error=f"budget: {exc}", requested_model=judge.model)
         telemetry.judge_failures.labels(judge.name, "budget").inc()
     else:
         try:
             outcome = await runner.run(rubric, messages, condition=condition, repeat=repeat)
         except Exception as exc:  # noqa: BLE001 - recorded with its reason; the attempt still completes
             log.exception("judge %s failed on %s", judge.name, attempt.attempt_id)
-            outcome = Outcome(status="failed", error=f"internal: {type(exc).__name__}", requested_model=judge.model)
+            error = f"internal: {type(exc).__name__}"
+            outcome = JudgmentOutput(status=JudgmentStatus.FAILED, error=error, requested_model=judge.model)
     await _write(attempt.attempt_id, judge.name, condition, repeat, rubric.name, rubric.version, provenance, outcome)
     return 1
 
 
-async def _count_unit_once(job_id: str, unit: str) -> None:
-    """Add one to the job's progress unless this unit was already counted (a retried task)."""
-    async with session_scope() as session:
-        dialect = session.get_bind().dialect.name
-        insert = pg_insert if dialect == "postgresql" else sqlite_insert
-        result = await session.execute(
-            insert(JobUnit).values(job_id=job_id, unit=unit).on_conflict_do_nothing(index_elements=["job_id", "unit"])
-        )
-        if result.rowcount:  # type: ignore[attr-defined]
-            await jobs.add_progress(session, job_id)
-
-
 @queue.task(Task.JUDGE_ATTEMPT)
 async def judge_attempt(ctx: dict[str, Any], subject: str) -> None:
-    """Judge one attempt: its own judging after execution, or its share of a re-judge job."""
+    """Judge one attempt: the judge stage of its pipeline, or its share of a re-judge job."""
     attempt_id, job_id = parse_subject(subject)
     settings = get_settings()
     async with session_scope() as session:
-        attempt = await session.get(Attempt, attempt_id)
-        if attempt is None:
-            return
         if job_id is None:
-            if attempt.status != "running":
-                return  # already done, or cancelled before it ran
-            plan = Plan(
-                list(attempt.judges or []), list(attempt.conditions or settings.default_conditions), attempt.repeats
-            )
+            attempt = await attempts.claim(session, attempt_id, Stage.JUDGE)
+            if attempt is None:
+                return  # past this stage, ended, or cancelled
+            conditions = list(attempt.conditions or settings.default_conditions)
+            plan = Plan(list(attempt.judges or []), conditions, attempt.repeats)
         else:
             job = await jobs.get_job(session, job_id)
-            if job is None or job.status not in ("queued", "running"):
+            if job is None or job.status not in LIVE_JOB_STATUSES:
                 return
             await jobs.mark_running(session, job_id)
             params = job.params or {}
             plan = Plan(list(params["judges"]), list(params["conditions"]), int(params["repeats"]))
     await judge_units(ctx, attempt_id, plan)
-    if job_id is not None:
-        await _count_unit_once(job_id, attempt_id)
-        return
     async with session_scope() as session:
-        moved = await session.execute(
-            update(Attempt)
-            .where(Attempt.attempt_id == attempt_id, Attempt.status == "running")
-            .values(status="done", finished_at=utcnow())
-        )
-        if moved.rowcount and attempt.job_id:  # type: ignore[attr-defined]
-            await jobs.add_progress(session, attempt.job_id)
+        if job_id is not None:
+            await jobs.count_unit_once(session, job_id, attempt_id)
+            return
+        _, following = await attempts.finish_stage(session, attempt_id, Stage.JUDGE)
+    if following is not None:
+        await attempts.enqueue_stage(attempt_id, following)
 
 
 async def _startup(ctx: dict[str, Any]) -> None:
@@ -325,13 +268,13 @@ async def _startup(ctx: dict[str, Any]) -> None:
     judges = configured_judges(str(settings.judges_file) if settings.judges_file else None)
     ctx["judges"] = judges
     ctx["tool_jail"] = _tool_jail() if any(_uses_lint(j) for j in judges) else None
-    cache = DbCache()
+    cache = DbResponseCache()
     ctx["runners"] = {j.name: LLMRunner(j, cache=cache) for j in judges if isinstance(j, LLMJudge)}
     await ctx["redis"].set(JUDGES_KEY, json.dumps([public_view(j) for j in judges]))
 
 
 def _uses_lint(judge: LLMJudge | OfflineJudge) -> bool:
-    return isinstance(judge, OfflineJudge) and judge.method == "lint"
+    return isinstance(judge, OfflineJudge) and judge.method == OfflineMethod.LINT
 
 
 def _tool_jail() -> ToolJail | None:
@@ -358,13 +301,4 @@ async def _shutdown(ctx: dict[str, Any]) -> None:
 
 def run_worker() -> None:
     """Run the judge worker until SIGTERM/SIGINT."""
-    worker.run(
-        worker.build_worker(
-            role="judge",
-            functions=[judge_attempt],
-            queue_name=JUDGE_QUEUE,
-            max_jobs=get_settings().judge_slots,
-            on_startup=_startup,
-            on_shutdown=_shutdown,
-        )
-    )
+    worker.run(worker.build_worker("judge", functions=[judge_attempt], on_startup=_startup, on_shutdown=_shutdown))

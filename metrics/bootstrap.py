@@ -157,13 +157,6 @@ def paired_difference(
     return percentile_interval(first - second, level)
 
 
-def bootstrap_vectorised(
-    metric: Callable[[FloatArray], FloatArray], resamples: ClusterResamples, cluster: ArrayLike
-) -> FloatArray:
-    """Evaluate a weights-based metric on every resample at once: ``metric(weights) -> (resamples,)``."""
-    return np.asarray(metric(resamples.weights(cluster)), dtype=np.float64)
-
-
 def bootstrap_loop[T](
     metric: Callable[[IntArray, IntArray], T], resamples: ClusterResamples, cluster: ArrayLike
 ) -> list[T | None]:

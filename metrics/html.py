@@ -1,7 +1,8 @@
-"""Render a metrics report (:mod:`metrics.report_builder`) and its PNG plots as one self-contained HTML page.
+"""Render a metrics report (:mod:`metrics.reports`) and its PNG plots as one self-contained HTML page.
 
-Pure: report dict + PNG bytes in, HTML text out. Inline CSS only, PNGs embedded as base64 data URIs, no scripts and no
-external assets; every piece of text from the report is escaped with :func:`html.escape`.
+Pure: report (its JSON, or the typed :class:`metrics.reports.Report`) + PNG bytes in, HTML text out. Inline CSS
+only, PNGs embedded as base64 data URIs, no scripts and no external assets; every piece of text from the report is
+escaped with :func:`html.escape`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from metrics.reports.model import Report
+
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1200px;color:#222;
 padding:0 1rem;line-height:1.45}
@@ -19,6 +22,7 @@ h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.25rem;margin-top:2.2rem;b
 h3{font-size:1.05rem;margin-bottom:.3rem}
 .meta{color:#555;font-size:.9rem}.meta td{padding:.1rem .8rem .1rem 0;vertical-align:top}
 .explain{background:#f6f8fa;border-left:4px solid #4a7fb5;padding:.6rem .9rem;margin:.6rem 0 1rem}
+.note{background:#fff8e6;border-left:4px solid #d99a00;padding:.6rem .9rem;margin:.6rem 0 1rem}
 table.data{border-collapse:collapse;font-size:.85rem;margin:.4rem 0 1.2rem;display:block;overflow-x:auto}
 table.data th,table.data td{border:1px solid #ddd;padding:.3rem .55rem;text-align:right;white-space:nowrap}
 table.data th{background:#eef2f6;text-align:center}table.data td.text{text-align:left}
@@ -89,15 +93,19 @@ def _figure(name: str, png: bytes, caption: str) -> str:
     )
 
 
-def render_html(report: Mapping[str, Any], plots: Mapping[str, bytes], title: str) -> str:
+def render_html(report: Mapping[str, Any] | Report, plots: Mapping[str, bytes], title: str) -> str:
     """One self-contained HTML page for a report: header (kind, params, date), sections with explanations, tables
     (metric cells as ``value [lo, hi]``), plots (base64 PNGs), and the list of what could not be computed and why.
 
     Args:
-        report: a report from :mod:`metrics.report_builder`.
+        report: a report from :mod:`metrics.reports` (typed, or its JSON).
         plots: plot name -> PNG bytes (e.g. :func:`metrics.plots.render_all`); plots without data are skipped.
         title: page title.
+
+    A section is shown when it has a table or plot to show, or a ``note`` (e.g. that it has no data, and why).
     """
+    if isinstance(report, Report):
+        report = report.to_json()
     tables: Mapping[str, Any] = report.get("tables", {})
     plot_meta: Mapping[str, Any] = report.get("plots", {})
     parts = [
@@ -124,9 +132,12 @@ def render_html(report: Mapping[str, Any], plots: Mapping[str, bytes], title: st
     for section in report.get("sections", []):
         section_tables = [t for t in section.get("tables", []) if t in tables]
         section_plots = [p for p in section.get("plots", []) if p in plots]
-        if not section_tables and not section_plots:
+        note = section.get("note")
+        if not section_tables and not section_plots and not note:
             continue
         parts.append(f'<h2 id="section-{_e(section.get("id", ""))}">{_e(section.get("title", ""))}</h2>')
+        if note:
+            parts.append(f'<p class="note">{_e(note)}</p>')
         if section.get("explanation"):
             parts.append(f'<p class="explain">{_e(section["explanation"])}</p>')
         for name in section_tables:

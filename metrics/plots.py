@@ -1,4 +1,4 @@
-"""Render the plot data of a metrics report (``report["plots"]``, see :mod:`metrics.report_builder`) to PNG bytes.
+"""Render the plot data of a metrics report (``report["plots"]``, see :mod:`metrics.reports`) to PNG bytes.
 
 Pure: plot-data dicts in, PNG bytes out (matplotlib, headless ``Agg`` backend, ~110 dpi). Each plot-data dict names
 its renderer in ``"type"``: roc, reliability, kappa_heatmap, perturbation_shift, success_at_turn, kaplan_meier,
@@ -19,6 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+
+from metrics.reports.model import Report  # noqa: E402
 
 DPI = 110
 PlotData = Mapping[str, Any]
@@ -85,8 +87,8 @@ def _reliability(data: PlotData) -> bytes:
             observed = [b["observed_rate"] for b in bins]
             line = ax.plot(predicted, observed, marker="o", markersize=4, label=condition)[0]
             centres = [(b["lower"] + b["upper"]) / 2 + offset for b in bins]
-            counts_ax.bar(centres, [b["count"] for b in bins], width=width / max(1, len(by_condition)),
-                          alpha=0.18, color=line.get_color())  # fmt: skip
+            bar_width = width / max(1, len(by_condition))
+            counts_ax.bar(centres, [b["count"] for b in bins], width=bar_width, alpha=0.18, color=line.get_color())
         counts_ax.set_ylabel("attempts per bin (bars)", fontsize=8)
         ax.set_zorder(counts_ax.get_zorder() + 1)
         ax.patch.set_visible(False)
@@ -113,8 +115,8 @@ def _kappa_heatmap(data: PlotData) -> bytes:
         for i in range(values.shape[0]):
             for j in range(values.shape[1]):
                 text = "n/a" if np.isnan(values[i, j]) else f"{values[i, j]:.2f}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=9,
-                        color="white" if abs(np.nan_to_num(values[i, j])) > 0.6 else "black")  # fmt: skip
+                colour = "white" if abs(np.nan_to_num(values[i, j])) > 0.6 else "black"
+                ax.text(j, i, text, ha="center", va="center", fontsize=9, color=colour)
         ax.set_title(f"Condition: {condition}")
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.8, label="Cohen's kappa")
@@ -218,8 +220,11 @@ def render(kind_or_plot_name: str, plot_data: PlotData) -> bytes:
     return RENDERERS[name](plot_data)
 
 
-def render_all(report: Mapping[str, Any]) -> dict[str, bytes]:
-    """PNG bytes of every plot in ``report["plots"]`` that has a renderer, keyed by plot name."""
+def render_all(report: Mapping[str, Any] | Report) -> dict[str, bytes]:
+    """PNG bytes of every plot in ``report["plots"]`` (a typed report's or its JSON's) that has a renderer, keyed by
+    plot name."""
+    if isinstance(report, Report):
+        report = report.to_json()
     images: dict[str, bytes] = {}
     for name, data in (report.get("plots") or {}).items():
         kind = str(data.get("type") or name)

@@ -15,9 +15,19 @@ from typing import Any
 import httpx
 from rich.console import Console
 
+from services.kernel.contracts import FINAL_ATTEMPT_STATUSES, Language, Verdict
+from services.kernel.registry import FORMER_NAMES, SERVICES
+
 console = Console(stderr=True)
 
-EXTENSIONS = {".py": "python", ".c": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".java": "java"}
+EXTENSIONS = {
+    ".py": Language.PYTHON,
+    ".c": Language.C,
+    ".cc": Language.CPP,
+    ".cpp": Language.CPP,
+    ".cxx": Language.CPP,
+    ".java": Language.JAVA,
+}
 
 
 def _data_dir(args: argparse.Namespace) -> Path:
@@ -71,18 +81,11 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    if args.kind == "executor":
-        from executor.worker import run_worker as run_executor
+    import importlib
 
-        run_executor()
-    elif args.kind == "judge":
-        from judge.worker import run_worker as run_judge
-
-        run_judge()
-    else:
-        from metrics.worker import run_worker as run_metrics
-
-        run_metrics()
+    kind = FORMER_NAMES.get(args.kind, args.kind)
+    module, _, function = SERVICES[kind].entry_point.partition(":")
+    getattr(importlib.import_module(module), function)()
     return 0
 
 
@@ -101,7 +104,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from services.kernel.migrate import upgrade
+    from services.migrate import upgrade
 
     _data_dir(args)
     upgrade()
@@ -112,7 +115,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_keys_create(args: argparse.Namespace) -> int:
     from services.kernel.db import dispose_engine, init_engine, session_scope
     from services.kernel.keys import SCOPES, create_key
-    from services.kernel.migrate import upgrade
+    from services.migrate import upgrade
 
     unknown = sorted(set(args.scopes) - set(SCOPES))
     if unknown:
@@ -179,11 +182,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
             while True:
                 attempt = client.get(f"/v1/attempts/{accepted['attempt_id']}").json()
                 status.update(f"{attempt['attempt_id']}: {attempt['status']}")
-                if attempt["status"] in ("done", "failed"):
+                if attempt["status"] in FINAL_ATTEMPT_STATUSES:
                     break
                 time.sleep(0.05)
         print(json.dumps(attempt, indent=2))
-        return 0 if attempt["verdict"] == "AC" else 2
+        return 0 if attempt["verdict"] == Verdict.AC else 2
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -207,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=cmd_up)
 
     worker = sub.add_parser("worker", help="run one worker process (as `tribunal up` does)")
-    worker.add_argument("kind", choices=["executor", "judge", "metrics"])
+    worker.add_argument("kind", choices=sorted(SERVICES) + sorted(FORMER_NAMES))
     worker.set_defaults(func=cmd_worker)
 
     gateway = sub.add_parser("gateway", help="run the HTTP gateway alone")
@@ -247,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit = sub.add_parser("submit", help="submit a program for a problem")
     submit.add_argument("file")
     submit.add_argument("--problem", required=True)
-    submit.add_argument("--language", choices=["python", "c", "cpp", "java"])
+    submit.add_argument("--language", choices=list(Language))
     submit.add_argument("--wait", action="store_true", help="poll until the verdict, with progress")
     client_args(submit)
     submit.set_defaults(func=cmd_submit)

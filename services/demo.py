@@ -22,6 +22,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from services.kernel.contracts import (
+    LIVE_JOB_STATUSES,
+    TERMINAL_JOB_STATUSES,
+    JobStatus,
+    JudgmentStatus,
+    Language,
+    Verdict,
+)
 from services.stack import EmbeddedStack
 
 console = Console(width=None if sys.stdout.isatty() else 110)
@@ -69,11 +77,11 @@ class Variant:
 
 
 VARIANTS = (
-    Variant("wrong_value", "WA", 1),
-    Variant("crash", "RE", 4),
-    Variant("syntax_error", "CE", 8),
-    Variant("endless_loop", "TLE", 20),
-    Variant("memory_bomb", "MLE", 40),
+    Variant("wrong_value", Verdict.WA, 1),
+    Variant("crash", Verdict.RE, 4),
+    Variant("syntax_error", Verdict.CE, 8),
+    Variant("endless_loop", Verdict.TLE, 20),
+    Variant("memory_bomb", Verdict.MLE, 40),
 )
 
 
@@ -159,11 +167,11 @@ def build_attempts(problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
         attempts.append(
             {
                 "kind": "canonical",
-                "expected": "AC",
+                "expected": Verdict.AC,
                 "body": {
                     "attempt_uid": f"{problem['problem_id']}/canonical",
                     "problem_id": problem["problem_id"],
-                    "language": "python",
+                    "language": Language.PYTHON,
                     "source_code": item["canonical"],
                 },
             }
@@ -177,7 +185,7 @@ def build_attempts(problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "body": {
                             "attempt_uid": f"{problem['problem_id']}/{variant.name}",
                             "problem_id": problem["problem_id"],
-                            "language": "python",
+                            "language": Language.PYTHON,
                             "source_code": variant.apply(item["canonical"], problem["entry_point"]),
                         },
                     }
@@ -210,7 +218,7 @@ def keep_examples_the_reference_passes(client: httpx.Client, problems: list[dict
                 response = client.post(
                     "/v1/executions",
                     json={
-                        "language": "python",
+                        "language": Language.PYTHON,
                         "source_code": item["canonical"],
                         "mode": "function",
                         "entry_point": problem["entry_point"],
@@ -220,7 +228,9 @@ def keep_examples_the_reference_passes(client: httpx.Client, problems: list[dict
                     },
                 )
                 response.raise_for_status()
-                passed = [t for t, r in zip(examples, response.json()["tests"], strict=True) if r["status"] == "AC"]
+                passed = [
+                    t for t, r in zip(examples, response.json()["tests"], strict=True) if r["status"] == Verdict.AC
+                ]
                 dropped += len(examples) - len(passed)
                 problem["tests"] = [problem["tests"][0], *passed]
             progress.advance(checking)
@@ -248,7 +258,7 @@ def run_against(client: httpx.Client, problems: list[dict[str, Any]]) -> list[di
         while True:
             job = client.get(f"/v1/jobs/{batch['job_id']}").json()
             progress.update(judging, completed=job["progress"]["done"], total=max(job["progress"]["total"], 1))
-            if job["status"] in ("succeeded", "failed", "cancelled"):
+            if job["status"] in TERMINAL_JOB_STATUSES:
                 break
             time.sleep(0.2)
     elapsed = time.perf_counter() - started
@@ -303,14 +313,14 @@ def print_judges(finished: list[dict[str, Any]]) -> None:
         table.add_column(column, justify="left" if column in ("judge", "most common failure") else "right")
     rows: dict[str, list[tuple[bool, dict[str, Any]]]] = {}
     for item in finished:
-        accepted = item["view"]["verdict"] == "AC"
+        accepted = item["view"]["verdict"] == Verdict.AC
         for judgment in item["view"]["judgments"]:
             rows.setdefault(judgment["judge"], []).append((accepted, judgment))
     for judge, entries in sorted(rows.items()):
-        ok = [(a, j) for a, j in entries if j["status"] == "ok"]
+        ok = [(a, j) for a, j in entries if j["status"] == JudgmentStatus.OK]
         failures: dict[str, int] = {}
         for _, j in entries:
-            if j["status"] != "ok":
+            if j["status"] != JudgmentStatus.OK:
                 reason = (j["error"] or "?").split(";")[0][:48]
                 failures[reason] = failures.get(reason, 0) + 1
 
@@ -342,9 +352,9 @@ def judge_quality_report(client: httpx.Client, out: Path) -> None:
         accepted = client.post(
             "/v1/reports", json={"kind": "judge_quality", "bootstrap": 2000, "folds": 10, "cluster": "problem"}
         ).json()
-        while (job := client.get(f"/v1/jobs/{accepted['job_id']}").json())["status"] in ("queued", "running"):
+        while (job := client.get(f"/v1/jobs/{accepted['job_id']}").json())["status"] in LIVE_JOB_STATUSES:
             time.sleep(0.2)
-    if job["status"] != "succeeded":
+    if job["status"] != JobStatus.SUCCEEDED:
         console.print(f"[red]report failed[/]: {job['error']}")
         return
     report = client.get(f"/v1/reports/{accepted['report_id']}").json()
@@ -377,7 +387,7 @@ def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool 
         stack.stop()
         if not keep and data_dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
-    canonical_failures = sum(1 for f in finished if f["kind"] == "canonical" and f["view"]["verdict"] != "AC")
+    canonical_failures = sum(1 for f in finished if f["kind"] == "canonical" and f["view"]["verdict"] != Verdict.AC)
     console.print(
         "[bold green]all canonical solutions accepted[/]"
         if not canonical_failures

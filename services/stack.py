@@ -19,7 +19,8 @@ from services.kernel.db import dispose_engine, init_engine, private_dir, session
 from services.kernel.embedded import EmbeddedRedis, free_port
 from services.kernel.judges import load_judges
 from services.kernel.keys import ensure_admin_key
-from services.kernel.migrate import upgrade
+from services.kernel.registry import SERVICES
+from services.migrate import upgrade
 
 
 async def _bootstrap_admin_key(path: Path, database_url: str) -> bool:
@@ -60,7 +61,7 @@ class EmbeddedStack:
         self.redis: EmbeddedRedis | None = None
         self.redis_url = redis_url or os.environ.get("TRIBUNAL_REDIS_URL")
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.worker_metrics_ports: list[int] = []
+        self.worker_telemetry_ports: list[int] = []
 
     @property
     def url(self) -> str:
@@ -95,18 +96,18 @@ class EmbeddedStack:
         upgrade(self.database_url)
         self.created_admin_key = asyncio.run(_bootstrap_admin_key(self.admin_key_path, self.database_url))
         for index in range(self.workers):
-            self.start_worker(f"executor-{index}")
-            self.start_worker(f"judge-{index}")
-            self.start_worker(f"metrics-{index}")
+            for service in SERVICES:
+                self.start_worker(f"{service}-{index}")
         self.start_gateway()
         self.wait_ready(timeout_s)
 
     def start_worker(self, name: str) -> subprocess.Popen[bytes]:
-        """Start (or restart) one worker process (`executor-N` or `judge-N`), logging under data_dir/logs."""
+        """Start (or restart) one worker process, `SERVICE-N` for a registered service, logging under
+        data_dir/logs."""
         kind = name.split("-", 1)[0]
         port = free_port()
-        self.worker_metrics_ports.append(port)
-        env = self.env() | {"TRIBUNAL_WORKER_METRICS_PORT": str(port)}
+        self.worker_telemetry_ports.append(port)
+        env = self.env() | {"TRIBUNAL_WORKER_TELEMETRY_PORT": str(port)}
         self.processes[name] = self._spawn(name, [sys.executable, "-m", "services.cli", "worker", kind], env)
         return self.processes[name]
 
@@ -150,7 +151,7 @@ class EmbeddedStack:
         import redis
 
         from services.kernel.judges import JUDGES_KEY
-        from services.kernel.languages import LANGUAGES_KEY
+        from services.kernel.registry import LANGUAGES_KEY
 
         assert self.redis_url
         client = redis.Redis.from_url(self.redis_url)

@@ -24,12 +24,12 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("executor/builds.py", "compile", "compile_output"): "the stored, already sanitised build output",
     ("executor/builds.py", "_publish", "compile_output"): "the stored, already sanitised build output",
     ("executor/run.py", "execute", "compile_output"): "the sanitised build output, passed through",
-    ("executor/run.py", "_judge", "stdout"): "the program's own output, for the checker and the executions API",
-    ("executor/run.py", "_judge", "stderr_text"): "the program's own stderr excerpt (executions API only)",
-    ("executor/run.py", "_judge", "nsjail_log"): "logged only, on IE",
-    ("executor/sandbox.py", "classify", "jail_error"): "logged only; the verdict reason is a fixed text",
-    ("executor/sandbox.py", "classify", "stderr"): "searched for fixed runtime markers; never copied",
-    ("executor/sandbox.py", "stderr_text", "stderr"): "the RunResult property itself",
+    ("executor/run.py", "_decide", "stdout"): "the program's own output, for the checker and the executions API",
+    ("executor/run.py", "_decide", "stderr_text"): "the program's own stderr excerpt (executions API only)",
+    ("executor/run.py", "_decide", "nsjail_log"): "logged only, on IE",
+    ("services/sandbox/jail.py", "classify", "jail_error"): "logged only; the verdict reason is a fixed text",
+    ("services/sandbox/jail.py", "classify", "stderr"): "searched for fixed runtime markers; never copied",
+    ("services/sandbox/jail.py", "stderr_text", "stderr"): "the RunResult property itself",
     ("executor/languages.py", "_output", "stdout"): "`--version` of the host's own toolchain: no untrusted input",
     ("executor/languages.py", "_output", "stderr"): "same",
     ("executor/worker.py", "execute_attempt", "compile_output"): "the sanitised build output, stored",
@@ -37,7 +37,7 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("judge/offline.py", "_run_tool", "nsjail_log"): "logged only, on a sandbox failure",
     ("judge/offline.py", "_pylint", "stdout"): "parsed; only pylint symbols matching an id pattern, types, lines kept",
     ("judge/offline.py", "_cppcheck", "stderr"): "parsed XML; only ids matching a pattern, severities, lines kept",
-    ("gateway/submissions.py", "attempt_view", "compile_output"): "the sanitised build output, in the response",
+    ("gateway/submissions.py", "_attempt_json", "compile_output"): "the sanitised build output, in the response",
 }
 
 
@@ -60,7 +60,9 @@ PROCESS_STARTERS = {
     ("asyncio", "create_subprocess_shell"),
 }
 REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
-    ("executor/sandbox.py", "_spawn_and_supervise", "posix_spawn"): "nsjail itself: everything untrusted runs in it",
+    ("services/sandbox/jail.py", "_spawn_and_supervise", "posix_spawn"): (
+        "nsjail itself: everything untrusted runs in it"
+    ),
     ("executor/languages.py", "_output", "run"): (
         "the host's own gcc/g++/javac/java/python3 with version flags only: no tenant input; the first line of "
         "the banner is the /v1/languages version text"

@@ -15,21 +15,12 @@ from sqlalchemy.exc import IntegrityError
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
 from gateway.schemas import AttemptAccepted, AttemptIn, AttemptOut, AttemptPage, BatchAccepted, BatchIn
-from gateway.submissions import attempt_view, find_problem, not_found, put_attempt
-from services.kernel import jobs, queue
+from gateway.submissions import attempt_view, attempt_views, not_found, put_attempt
+from services.kernel import attempts, jobs
+from services.kernel.contracts import AttemptStatus, JobKind, JobStatus
 from services.kernel.models import Attempt, new_id
-from services.kernel.queue import Task
 
 router = APIRouter(prefix="/v1/attempts", tags=["attempts"])
-
-
-async def _enqueue_all(attempt_ids: list[str]) -> None:
-    # The rows are committed first: if Redis is down now, the reconciler enqueues them later.
-    try:
-        for attempt_id in attempt_ids:
-            await queue.enqueue(Task.EXECUTE_ATTEMPT, attempt_id)
-    except Exception:  # noqa: BLE001 - the database holds the work; the reconciler retries
-        pass
 
 
 @router.post("", status_code=202, response_model=AttemptAccepted)
@@ -42,7 +33,7 @@ async def submit(body: AttemptIn, principal: SubmitKey, session: SessionDep) -> 
                 jobs.create_job(
                     session,
                     tenant=principal.tenant,
-                    kind="execute_attempt",
+                    kind=JobKind.EXECUTE_ATTEMPT,
                     total=1,
                     params={"attempt_ids": [attempt.attempt_id]},
                     job_id=job_id,
@@ -55,7 +46,7 @@ async def submit(body: AttemptIn, principal: SubmitKey, session: SessionDep) -> 
     else:
         raise field_error(["body", "attempt_uid"], "concurrent submissions of this attempt_uid conflict", 409)
     if created:
-        await _enqueue_all([attempt.attempt_id])
+        await attempts.enqueue_first_stages([attempt])
     return AttemptAccepted(attempt_id=attempt.attempt_id, job_id=attempt.job_id or job_id, status=attempt.status)
 
 
@@ -63,33 +54,33 @@ async def submit(body: AttemptIn, principal: SubmitKey, session: SessionDep) -> 
 async def submit_batch(body: BatchIn, principal: SubmitKey, session: SessionDep) -> BatchAccepted:
     job_id = new_id("job")
     ids: list[str] = []
-    new_ids: list[str] = []
+    new: list[Attempt] = []
     seen: dict[str, str] = {}
     try:
         for index, item in enumerate(body.attempts):
             attempt, created = await put_attempt(session, principal.tenant, item, job_id, ["body", "attempts", index])
             if created:
-                new_ids.append(attempt.attempt_id)
+                new.append(attempt)
             if item.attempt_uid is not None:
                 seen[item.attempt_uid] = attempt.attempt_id
             ids.append(attempt.attempt_id)
         job = jobs.create_job(
             session,
             tenant=principal.tenant,
-            kind="execute_batch",
-            total=len(new_ids),
+            kind=JobKind.EXECUTE_BATCH,
+            total=len(new),
             params={"attempt_ids": ids},
             job_id=job_id,
         )
-        if not new_ids:
-            job.status, job.finished_at = "succeeded", job.created_at
+        if not new:
+            job.status, job.finished_at = JobStatus.SUCCEEDED, job.created_at
         await session.commit()
     except IntegrityError:
         await session.rollback()
         raise field_error(
             ["body", "attempts"], "a concurrent submission used the same attempt_uid; retry", 409
         ) from None
-    await _enqueue_all(new_ids)
+    await attempts.enqueue_first_stages(new)
     return BatchAccepted(job_id=job_id, attempt_ids=ids)
 
 
@@ -120,13 +111,13 @@ async def list_attempts(
     session: SessionDep,
     problem_id: str | None = None,
     participant: str | None = None,
-    status: Annotated[str | None, Query(pattern="^(queued|running|done|failed)$")] = None,
+    status: AttemptStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
 ) -> dict[str, Any] | JSONResponse:
     query = select(Attempt).where(Attempt.tenant == principal.tenant)
     if problem_id is not None:
-        problem = await find_problem(session, principal.tenant, problem_id)
+        problem = await attempts.find_problem(session, principal.tenant, problem_id)
         if problem is None:
             return {"items": [], "next_cursor": None}
         query = query.where(Attempt.problem_pk == problem.id)
@@ -145,6 +136,6 @@ async def list_attempts(
     rows = (await session.scalars(query.order_by(Attempt.created_at, Attempt.attempt_id).limit(limit + 1))).all()
     page = rows[:limit]
     return {
-        "items": [await attempt_view(session, row) for row in page],
+        "items": await attempt_views(session, page),  # a bounded number of statements for any page size
         "next_cursor": _encode_cursor(page[-1]) if len(rows) > limit else None,
     }

@@ -10,8 +10,9 @@ from fastapi.responses import JSONResponse
 from gateway.deps import SessionDep, SubmitKey
 from gateway.schemas import ExecutionIn
 from services.kernel import jobs, queue
+from services.kernel.contracts import TERMINAL_JOB_STATUSES, JobKind, JobStatus
 from services.kernel.models import Job
-from services.kernel.queue import Task
+from services.kernel.registry import Task
 from services.kernel.settings import get_settings
 
 router = APIRouter(prefix="/v1/executions", tags=["executions"])
@@ -25,19 +26,19 @@ router = APIRouter(prefix="/v1/executions", tags=["executions"])
 )
 async def execute(body: ExecutionIn, principal: SubmitKey, session: SessionDep) -> Any:
     params = body.model_dump(mode="json", exclude={"wait"})
-    job = jobs.create_job(session, tenant=principal.tenant, kind="execute_direct", total=1, params=params)
+    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.EXECUTE_DIRECT, total=1, params=params)
     await session.commit()
     job_id = job.job_id
     try:
         await queue.enqueue(Task.EXECUTE_DIRECT, job_id)
     except Exception:  # noqa: BLE001 - the reconciler enqueues it from the database later
-        return JSONResponse({"job_id": job_id, "status": "queued"}, status_code=202)
+        return JSONResponse({"job_id": job_id, "status": JobStatus.QUEUED}, status_code=202)
     if body.wait and await queue.wait_for(Task.EXECUTE_DIRECT, job_id, get_settings().wait_timeout_s):
         session.expire_all()
         finished = await session.get(Job, job_id)
-        if finished is not None and finished.status in ("succeeded", "failed", "cancelled"):
+        if finished is not None and finished.status in TERMINAL_JOB_STATUSES:
             return JSONResponse(_result(finished), status_code=200)
-    return JSONResponse({"job_id": job_id, "status": "queued"}, status_code=202)
+    return JSONResponse({"job_id": job_id, "status": JobStatus.QUEUED}, status_code=202)
 
 
 def _result(job: Job) -> dict[str, Any]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from sqlalchemy import update
 
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.schemas import JobOut
 from gateway.submissions import not_found
-from services.kernel import jobs
-from services.kernel.models import Attempt, Job, utcnow
+from services.kernel import attempts, jobs
+from services.kernel.contracts import LIVE_JOB_STATUSES, JobStatus
+from services.kernel.models import Job
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -32,14 +32,10 @@ async def get(job_id: str, principal: ReadKey, session: SessionDep) -> dict[str,
 async def cancel(job_id: str, principal: SubmitKey, session: SessionDep) -> dict[str, Any]:
     """Cancel a live job; work not yet started is dropped, work already done stays. A finished job is unchanged."""
     job = await _own_job(session, job_id, principal.tenant)
-    if job.status in ("queued", "running"):
+    if job.status in LIVE_JOB_STATUSES:
         # Attempts first, then the job: the same lock order as the workers, so the two never deadlock.
-        await session.execute(
-            update(Attempt)
-            .where(Attempt.job_id == job_id, Attempt.status == "queued")
-            .values(status="failed", finished_at=utcnow())
-        )
-        await jobs.finish(session, job_id, "cancelled", error="cancelled by the client")
+        await attempts.cancel_queued(session, job_id)
+        await jobs.finish(session, job_id, JobStatus.CANCELLED, error="cancelled by the client")
     await session.commit()
     session.expire_all()
     return jobs.job_view(await _own_job(session, job_id, principal.tenant))

@@ -11,11 +11,12 @@ from sqlalchemy import select
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
 from gateway.schemas import Condition, _In, within_limit
-from gateway.submissions import resolve_judging
 from services.kernel import jobs, queue
+from services.kernel.attempts import resolve_judging
+from services.kernel.contracts import JobKind, JobStatus
 from services.kernel.judges import configured_judges, public_view
 from services.kernel.models import Attempt
-from services.kernel.queue import Task
+from services.kernel.registry import Task
 from services.kernel.settings import get_settings
 
 router = APIRouter(tags=["judges"])
@@ -58,11 +59,13 @@ async def rejudge(body: JudgmentsIn, principal: SubmitKey, session: SessionDep) 
         if attempt_id not in found:
             raise field_error(["body", "attempt_ids", index], f"no attempt {attempt_id!r}", 404)
     params = {"attempt_ids": body.attempt_ids, "judges": judges, "conditions": conditions, "repeats": body.repeats}
-    job = jobs.create_job(session, tenant=principal.tenant, kind="judge", total=len(body.attempt_ids), params=params)
+    job = jobs.create_job(
+        session, tenant=principal.tenant, kind=JobKind.JUDGE, total=len(body.attempt_ids), params=params
+    )
     await session.commit()
     try:
         for attempt_id in body.attempt_ids:
             await queue.enqueue(Task.JUDGE_ATTEMPT, f"{attempt_id}@{job.job_id}")
     except Exception:  # noqa: BLE001 - the reconciler enqueues what the database holds
         pass
-    return {"job_id": job.job_id, "status": "queued", "judges": judges, "conditions": conditions}
+    return {"job_id": job.job_id, "status": JobStatus.QUEUED, "judges": judges, "conditions": conditions}

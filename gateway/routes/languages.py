@@ -10,11 +10,10 @@ from fastapi import APIRouter
 from gateway.deps import ReadKey
 from gateway.schemas import LanguageOut
 from services.kernel import queue
-from services.kernel.languages import LANGUAGE_IDS, LANGUAGES_KEY
+from services.kernel.contracts import Language
+from services.kernel.registry import LANGUAGES_KEY
 
 router = APIRouter(prefix="/v1/languages", tags=["languages"])
-
-_NAMES = {"python": "Python 3", "c": "C (gcc, C17)", "cpp": "C++ (g++, C++17)", "java": "Java 17"}
 
 
 @router.get("", response_model=list[LanguageOut])
@@ -26,4 +25,4 @@ async def list_languages(_: ReadKey) -> list[dict[str, Any]]:
             reported = {item["id"]: item for item in json.loads(raw)}
     except Exception:  # noqa: BLE001 - versions are informative; the ids are known without them
         pass
-    return [{"id": lang, "name": _NAMES[lang], **reported.get(lang, {})} for lang in LANGUAGE_IDS]
+    return [{**reported.get(lang, {}), "id": lang, "name": lang.display_name} for lang in Language]

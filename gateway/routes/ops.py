@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
-from gateway.deps import MetricsAccess
+from gateway.deps import TelemetryAccess
 from services.kernel import queue, telemetry
 from services.kernel.db import sessionmaker
 
@@ -39,9 +39,9 @@ async def readyz() -> JSONResponse:
     return JSONResponse({"status": "ready" if ready else "not ready", **checks}, status_code=200 if ready else 503)
 
 
-@router.get("/metrics", dependencies=[MetricsAccess])
-async def metrics() -> Response:
-    """Prometheus text format. Needs a key with the `metrics` scope unless TRIBUNAL_METRICS_PUBLIC=true."""
+@router.get("/metrics", dependencies=[TelemetryAccess])
+async def telemetry_exposition() -> Response:
+    """Prometheus text format. Needs a key with the `metrics` scope unless TRIBUNAL_TELEMETRY_PUBLIC=true."""
     try:
         for name, depth in (await queue.queue_depths()).items():
             telemetry.queue_depth.labels(name).set(depth)

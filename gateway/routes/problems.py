@@ -8,7 +8,8 @@ from fastapi import APIRouter, Response
 
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.schemas import ProblemIn, ProblemOut
-from gateway.submissions import find_problem, not_found, problem_view, put_problem
+from gateway.submissions import not_found, problem_view, put_problem
+from services.kernel.attempts import find_problem
 from services.kernel.keys import has_scope
 
 router = APIRouter(prefix="/v1/problems", tags=["problems"])

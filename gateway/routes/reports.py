@@ -1,8 +1,8 @@
-"""Reports: judge-quality and friends computed over stored judgments by a metrics worker; JSON, PNG plots, HTML."""
+"""Reports: judge-quality and friends computed over stored judgments by the reports worker; JSON, PNG plots, HTML."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
@@ -10,36 +10,50 @@ from pydantic import Field
 from sqlalchemy import select
 
 from gateway.deps import ReadKey, SessionDep, SubmitKey
+from gateway.errors import field_error
 from gateway.schemas import Condition, _In
 from gateway.submissions import not_found
+from metrics.reports import Cluster, ReportKind, ReportParamError, resolve_cluster
 from services.kernel import jobs, queue
+from services.kernel.contracts import JobKind, JobStatus
 from services.kernel.models import Job, Report, ReportPlot, new_id
-from services.kernel.queue import Task
+from services.kernel.registry import Task
 
 router = APIRouter(prefix="/v1/reports", tags=["reports"])
 
 
 class ReportIn(_In):
-    kind: Literal["judge_quality", "agreement", "perturbation", "axiom", "similarity", "cocreation"]
+    kind: ReportKind
     filter: dict[str, Any] = Field(default_factory=dict, description="problem_ids, participants, attempt_ids")
     judges: list[str] | None = None
     conditions: list[Condition] | None = None
     folds: int = Field(default=10, ge=2, le=50)
     bootstrap: int = Field(default=2000, ge=0, le=20_000)
-    cluster: Literal["trajectory", "problem", "seed"] = "trajectory"
+    cluster: Cluster | None = Field(
+        default=None,
+        description="bootstrap unit; default per kind: seed (perturbation), problem (similarity), else trajectory",
+    )
     seed: int = 0
 
 
 @router.post("", status_code=202)
 async def create(body: ReportIn, principal: SubmitKey, session: SessionDep) -> dict[str, Any]:
+    params = body.model_dump(mode="json")
+    try:
+        # Stored as the report will resample it: the kind's default when the request names none.
+        params["cluster"] = resolve_cluster(body.kind, body.cluster)
+    except ReportParamError as exc:
+        raise field_error(["body", exc.field], str(exc)) from None
     report_id = new_id("rep")
-    job = jobs.create_job(session, tenant=principal.tenant, kind="report", total=1, params={"report_id": report_id})
+    job = jobs.create_job(
+        session, tenant=principal.tenant, kind=JobKind.REPORT, total=1, params={"report_id": report_id}
+    )
     session.add(
         Report(
             report_id=report_id,
             tenant=principal.tenant,
             kind=body.kind,
-            params=body.model_dump(mode="json"),
+            params=params,
             job_id=job.job_id,
         )
     )
@@ -48,7 +62,7 @@ async def create(body: ReportIn, principal: SubmitKey, session: SessionDep) -> d
         await queue.enqueue(Task.BUILD_REPORT, report_id)
     except Exception:  # noqa: BLE001 - the reconciler enqueues it from the database
         pass
-    return {"report_id": report_id, "job_id": job.job_id, "status": "queued"}
+    return {"report_id": report_id, "job_id": job.job_id, "status": JobStatus.QUEUED}
 
 
 async def _own(session: SessionDep, report_id: str, tenant: str) -> Report:
@@ -68,7 +82,7 @@ async def get(report_id: str, principal: ReadKey, session: SessionDep, request: 
         "report_id": report.report_id,
         "kind": report.kind,
         "params": report.params,
-        "status": job.status if job else "failed",
+        "status": job.status if job else JobStatus.FAILED,
         "job_id": report.job_id,
         "error": job.error if job else None,
         "result": report.result,

@@ -6,7 +6,6 @@ of the text) is stored with every judgment, so rows made under different prompts
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from dataclasses import dataclass
 from functools import cached_property
@@ -14,6 +13,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from services.kernel.contracts import Rubric
+from services.llm import ReplySchema, strict_json_schema
 
 PROMPTS = Path(__file__).parent / "prompts"
 
@@ -52,26 +54,6 @@ class FaultReportOutput(_Output):
     rationale: str = Field(description="A short justification.")
 
 
-def _strict(schema: dict[str, Any]) -> dict[str, Any]:
-    """Inline $defs and make every object closed with all properties required (strict structured output)."""
-    defs = schema.pop("$defs", {})
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                return walk(copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[1]]))
-            node = {k: walk(v) for k, v in node.items() if k != "title"}
-            if node.get("type") == "object":
-                node["additionalProperties"] = False
-                node["required"] = list(node.get("properties", {}))
-            return node
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        return node
-
-    return dict(walk(schema))
-
-
 @dataclass(frozen=True)
 class RubricSpec:
     name: str
@@ -90,7 +72,12 @@ class RubricSpec:
 
     @cached_property
     def json_schema(self) -> dict[str, Any]:
-        return _strict(self.model.model_json_schema())
+        return strict_json_schema(self.model.model_json_schema())
+
+    @cached_property
+    def reply_schema(self) -> ReplySchema:
+        """What the provider layer holds a reply to: this schema, normalised by this model."""
+        return ReplySchema(self.name, self.json_schema, self.model)
 
     def headline(self, fields: dict[str, Any]) -> tuple[float | None, float]:
         """(p_ac, score) stored in their own columns: what the panel and the metrics read."""
@@ -102,8 +89,8 @@ class RubricSpec:
 RUBRICS: dict[str, RubricSpec] = {
     spec.name: spec
     for spec in (
-        RubricSpec("cocreation", CocreationOutput, "cocreation.v1.md"),
-        RubricSpec("refinement_effort", RefinementEffortOutput, "refinement_effort.v1.md"),
-        RubricSpec("fault_report", FaultReportOutput, "fault_report.v1.md"),
+        RubricSpec(Rubric.COCREATION, CocreationOutput, "cocreation.v1.md"),
+        RubricSpec(Rubric.REFINEMENT_EFFORT, RefinementEffortOutput, "refinement_effort.v1.md"),
+        RubricSpec(Rubric.FAULT_REPORT, FaultReportOutput, "fault_report.v1.md"),
     )
 }

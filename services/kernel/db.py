@@ -63,8 +63,9 @@ def private_sqlite(url: str) -> None:
                 companion.chmod(0o600)
 
 
-def make_engine(url: str, role: str = "tribunal") -> AsyncEngine:
-    """An engine for `url`; SQLite gets WAL and a busy timeout so several processes can share the file."""
+def make_engine(url: str, role: str = "tribunal", *, foreign_keys: bool = True) -> AsyncEngine:
+    """An engine for `url`; SQLite gets WAL and a busy timeout so several processes can share the file, and
+    enforces foreign keys unless `foreign_keys` is False (migrations: a table rebuild must not cascade)."""
     kwargs: dict[str, Any] = {}
     if _is_sqlite(url):
         # Pooled: opening an aiosqlite connection starts a thread and runs the pragmas (about 4 ms), which
@@ -84,7 +85,7 @@ def make_engine(url: str, role: str = "tribunal") -> AsyncEngine:
             cursor = dbapi_conn.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
             cursor.execute("PRAGMA busy_timeout=30000")
             cursor.close()
 

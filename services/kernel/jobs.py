@@ -9,10 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.kernel import telemetry
-from services.kernel.models import TERMINAL_JOB_STATUSES, Job, new_id, utcnow
+from services.kernel.contracts import LIVE_JOB_STATUSES, TERMINAL_JOB_STATUSES, JobStatus
+from services.kernel.models import Job, JobUnit, new_id, utcnow
 
 
 def create_job(
@@ -29,12 +32,12 @@ def create_job(
         job_id=job_id or new_id("job"),
         tenant=tenant,
         kind=kind,
-        status="queued",
+        status=JobStatus.QUEUED,
         progress_total=total,
         params=params,
     )
     session.add(job)
-    telemetry.jobs.labels(kind, "queued").inc()
+    telemetry.jobs.labels(kind, JobStatus.QUEUED).inc()
     return job
 
 
@@ -46,16 +49,16 @@ async def mark_running(session: AsyncSession, job_id: str) -> bool:
     """queued -> running; True if this call made the move. Counts the try either way."""
     result = await session.execute(
         update(Job)
-        .where(Job.job_id == job_id, Job.status == "queued")
-        .values(status="running", started_at=utcnow(), tries=Job.tries + 1)
+        .where(Job.job_id == job_id, Job.status == JobStatus.QUEUED)
+        .values(status=JobStatus.RUNNING, started_at=utcnow(), tries=Job.tries + 1)
     )
     moved = result.rowcount > 0  # type: ignore[attr-defined]
     if moved:
         kind = await session.scalar(select(Job.kind).where(Job.job_id == job_id))
-        telemetry.jobs.labels(kind or "unknown", "running").inc()
+        telemetry.jobs.labels(kind or "unknown", JobStatus.RUNNING).inc()
     else:
         await session.execute(
-            update(Job).where(Job.job_id == job_id, Job.status == "running").values(tries=Job.tries + 1)
+            update(Job).where(Job.job_id == job_id, Job.status == JobStatus.RUNNING).values(tries=Job.tries + 1)
         )
     return moved
 
@@ -67,20 +70,20 @@ async def add_progress(session: AsyncSession, job_id: str, done: int = 1) -> Non
         update(Job)
         .where(
             Job.job_id == job_id,
-            Job.status.in_(("queued", "running")),
+            Job.status.in_(LIVE_JOB_STATUSES),
             Job.progress_done >= Job.progress_total,
         )
-        .values(status="succeeded", finished_at=utcnow())
+        .values(status=JobStatus.SUCCEEDED, finished_at=utcnow())
     )
     if result.rowcount:  # type: ignore[attr-defined]
         kind = await session.scalar(select(Job.kind).where(Job.job_id == job_id))
-        telemetry.jobs.labels(kind or "unknown", "succeeded").inc()
+        telemetry.jobs.labels(kind or "unknown", JobStatus.SUCCEEDED).inc()
 
 
 async def finish(
     session: AsyncSession,
     job_id: str,
-    status: str,
+    status: JobStatus,
     *,
     result: dict[str, Any] | None = None,
     error: str | None = None,
@@ -90,16 +93,28 @@ async def finish(
     values: dict[str, Any] = {"status": status, "finished_at": utcnow(), "error": error}
     if result is not None:
         values["result"] = result
-    if status == "succeeded":
+    if status == JobStatus.SUCCEEDED:
         values["progress_done"] = Job.progress_total
     res = await session.execute(
-        update(Job).where(Job.job_id == job_id, Job.status.in_(("queued", "running"))).values(**values)
+        update(Job).where(Job.job_id == job_id, Job.status.in_(LIVE_JOB_STATUSES)).values(**values)
     )
     moved = bool(res.rowcount)  # type: ignore[attr-defined]
     if moved:
         kind = await session.scalar(select(Job.kind).where(Job.job_id == job_id))
         telemetry.jobs.labels(kind or "unknown", status).inc()
     return moved
+
+
+async def count_unit_once(session: AsyncSession, job_id: str, unit: str) -> bool:
+    """Add one to the job's progress unless this unit was already counted (a retried task); True if counted."""
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    result = await session.execute(
+        insert(JobUnit).values(job_id=job_id, unit=unit).on_conflict_do_nothing(index_elements=["job_id", "unit"])
+    )
+    if not result.rowcount:  # type: ignore[attr-defined]
+        return False
+    await add_progress(session, job_id)
+    return True
 
 
 def job_view(job: Job) -> dict[str, Any]:

@@ -22,45 +22,56 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-Rubric = Literal["cocreation", "refinement_effort", "fault_report"]
-Condition = Literal["blind", "prefix12k", "nonblind"]
-CONDITIONS: tuple[Condition, ...] = ("blind", "prefix12k", "nonblind")
-OfflineMethod = Literal["sample_tests", "chrf", "codebleu", "edit_similarity", "lint"]
+from services.kernel.contracts import OfflineMethod, Rubric
+
+ResponseFormat = Literal["json_schema", "json_object", "none"]
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 JUDGES_KEY = "tribunal:judges"
+
+
+class Endpoint(BaseModel):
+    """One OpenAI-compatible chat-completions endpoint, its model and its bounds: what the provider layer
+    (services/llm) needs to send a request. A judge's endpoint is one; any other caller (the perturbation
+    generator's LLM rules) configures one the same way."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100, pattern=_NAME)
+    base_url: str = Field(pattern=r"^https?://")
+    model: str = Field(min_length=1)
+    api_key_env: str | None = Field(default=None, description="The variable holding the key, never the key.")
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_tokens: int = Field(default=1024, ge=16, le=65536)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600, description="Bound on one request.")
+    max_tries: int = Field(default=4, ge=1, le=20, description="The identical request is sent at most this often.")
+    deadline_s: float = Field(default=900.0, gt=0, description="Bound on one call, retries and waits included.")
+    backoff_s: float = Field(default=0.5, gt=0, le=60, description="First retry waits up to this (full jitter).")
+    backoff_max_s: float = Field(default=30.0, gt=0, le=600)
+    concurrency: int = Field(default=16, ge=1, le=1024, description="Requests in flight, per process.")
+    requests_per_minute: float = Field(default=600.0, gt=0)
+    response_format: ResponseFormat = "json_schema"
+    seed: int | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="Provider-specific request fields.")
+
+
+class LLMJudge(Endpoint):
+    """A judge behind any OpenAI-compatible chat-completions endpoint."""
+
+    kind: Literal["llm"]
+    enabled: bool = True
+    rubric: Rubric = Rubric.COCREATION
+
+    @property
+    def provider(self) -> str:
+        return "openai-compatible"
 
 
 class _Judge(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(min_length=1, max_length=100, pattern=_NAME)
     enabled: bool = True
-
-
-class LLMJudge(_Judge):
-    """A judge behind any OpenAI-compatible chat-completions endpoint."""
-
-    kind: Literal["llm"]
-    rubric: Rubric = "cocreation"
-    base_url: str = Field(pattern=r"^https?://")
-    model: str = Field(min_length=1)
-    api_key_env: str | None = None
-    temperature: float = Field(default=0.0, ge=0, le=2)
-    max_tokens: int = Field(default=1024, ge=16, le=65536)
-    timeout_s: float = Field(default=60.0, gt=0, le=3600)
-    max_tries: int = Field(default=4, ge=1, le=20)
-    deadline_s: float = Field(default=900.0, gt=0, description="Bound on one judgment, retries and waits included.")
-    backoff_s: float = Field(default=0.5, gt=0, le=60, description="First retry waits up to this (full jitter).")
-    backoff_max_s: float = Field(default=30.0, gt=0, le=600)
-    concurrency: int = Field(default=16, ge=1, le=1024)
-    requests_per_minute: float = Field(default=600.0, gt=0)
-    response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
-    seed: int | None = None
-    extra_body: dict[str, Any] = Field(default_factory=dict, description="Provider-specific request fields.")
-
-    @property
-    def provider(self) -> str:
-        return "openai-compatible"
 
 
 class OfflineJudge(_Judge):
@@ -70,8 +81,8 @@ class OfflineJudge(_Judge):
     method: OfflineMethod
 
     @property
-    def rubric(self) -> str:
-        return "cocreation" if self.method == "sample_tests" else "refinement_effort"
+    def rubric(self) -> Rubric:
+        return Rubric.COCREATION if self.method == OfflineMethod.SAMPLE_TESTS else Rubric.REFINEMENT_EFFORT
 
     @property
     def provider(self) -> str:
@@ -102,8 +113,7 @@ class JudgesFile(BaseModel):
 
 
 DEFAULT_OFFLINE_JUDGES: tuple[OfflineJudge, ...] = tuple(
-    OfflineJudge(name=method, kind="offline", method=method)  # type: ignore[arg-type]
-    for method in ("sample_tests", "chrf", "codebleu", "edit_similarity", "lint")
+    OfflineJudge(name=method, kind="offline", method=method) for method in OfflineMethod
 )
 
 

@@ -23,6 +23,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from services.kernel.contracts import AttemptStatus, JobStatus
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -99,6 +101,7 @@ class Attempt(Base):
         Index("ix_attempt_tenant_problem", "tenant", "problem_pk"),
         Index("ix_attempt_tenant_participant", "tenant", "participant"),
         Index("ix_attempt_tenant_created", "tenant", "created_at", "attempt_id"),
+        Index("ix_attempt_status_stage", "status", "stage"),
     )
 
     attempt_id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -124,7 +127,10 @@ class Attempt(Base):
     severity: Mapped[float | None] = mapped_column(Float, default=None)
     guard_context: Mapped[bool | None] = mapped_column(Boolean, default=None)
     job_id: Mapped[str | None] = mapped_column(String(40), default=None, index=True)
-    status: Mapped[str] = mapped_column(String(16), default="queued")
+    status: Mapped[str] = mapped_column(String(16), default=AttemptStatus.QUEUED)
+    # The stages it goes through, in order (contracts.Stage), and the one it is at (None once it has ended).
+    pipeline: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    stage: Mapped[str | None] = mapped_column(String(16), default=None)
     verdict: Mapped[str | None] = mapped_column(String(4), default=None)
     passed: Mapped[int | None] = mapped_column(Integer, default=None)
     total: Mapped[int | None] = mapped_column(Integer, default=None)
@@ -183,7 +189,7 @@ class Judgment(Base):
 
 
 class JudgeResponseCache(Base):
-    """Validated provider answers, keyed by everything that shapes a request (see judge/runner.py)."""
+    """Validated provider answers, keyed by everything that shapes a request (services/llm/cache.py)."""
 
     __tablename__ = "judge_response_cache"
 
@@ -205,7 +211,7 @@ class JobUnit(Base):
 
 
 class Report(Base):
-    """A metrics report over stored judgments: parameters, the result JSON and its HTML page."""
+    """A meta-evaluation report over stored judgments: parameters, the result JSON and its HTML page."""
 
     __tablename__ = "report"
 
@@ -239,7 +245,7 @@ class Job(Base):
     job_id: Mapped[str] = mapped_column(String(40), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(100), index=True)
     kind: Mapped[str] = mapped_column(String(40))
-    status: Mapped[str] = mapped_column(String(16), default="queued")
+    status: Mapped[str] = mapped_column(String(16), default=JobStatus.QUEUED)
     progress_done: Mapped[int] = mapped_column(Integer, default=0)
     progress_total: Mapped[int] = mapped_column(Integer, default=0)
     params: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
@@ -249,6 +255,3 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
-
-
-TERMINAL_JOB_STATUSES = frozenset({"succeeded", "failed", "cancelled"})

@@ -1,11 +1,11 @@
-"""The queue facade over arq: one enqueue helper, one task decorator, metrics added here and only here."""
+"""The queue facade over arq: one enqueue helper, one task decorator, telemetry added here and only here. Which
+queue serves a task is the service registry's to say (services/kernel/registry.py)."""
 
 from __future__ import annotations
 
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from enum import StrEnum
 from typing import Any, ParamSpec, TypeVar
 
 from arq import create_pool
@@ -13,29 +13,8 @@ from arq.connections import ArqRedis, RedisSettings
 from arq.jobs import Job, JobStatus
 
 from services.kernel import telemetry
+from services.kernel.registry import ALL_QUEUES, QUEUE_OF, Task
 from services.kernel.settings import get_settings
-
-
-class Task(StrEnum):
-    """Every kind of queued work, named by the function a worker runs for it."""
-
-    EXECUTE_ATTEMPT = "execute_attempt"
-    EXECUTE_DIRECT = "execute_direct"
-    JUDGE_ATTEMPT = "judge_attempt"
-    BUILD_REPORT = "build_report"
-
-
-# Which queue (and so which worker kind) serves each task.
-EXECUTOR_QUEUE = "tribunal:executor"
-JUDGE_QUEUE = "tribunal:judge"
-METRICS_QUEUE = "tribunal:metrics"
-QUEUE_OF: dict[Task, str] = {
-    Task.EXECUTE_ATTEMPT: EXECUTOR_QUEUE,
-    Task.EXECUTE_DIRECT: EXECUTOR_QUEUE,
-    Task.JUDGE_ATTEMPT: JUDGE_QUEUE,
-    Task.BUILD_REPORT: METRICS_QUEUE,
-}
-ALL_QUEUES = tuple(sorted(set(QUEUE_OF.values())))
 
 _pool: ArqRedis | None = None
 

@@ -6,8 +6,10 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, computed_field
+from pydantic import AliasChoices, Field, computed_field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.kernel.contracts import Condition
 
 
 class Settings(BaseSettings):
@@ -26,6 +28,10 @@ class Settings(BaseSettings):
     max_batch_size: int = 1000
     max_stdin_bytes: int = 4 * 1024 * 1024
     wait_timeout_s: float = 120.0
+    # POST /v1/metrics:compute runs in the gateway: items x bootstrap resamples one request may ask for.
+    metrics_compute_max_work: int = Field(
+        default=2_000_000, ge=0, description="Cap on items x bootstrap resamples of one POST /v1/metrics:compute."
+    )
 
     # Executor.
     # One more than the cores: part of a jail's ~8 ms setup waits in the kernel (namespaces, cgroups), so an
@@ -38,19 +44,27 @@ class Settings(BaseSettings):
 
     # Judges: a TOML file (services/kernel/judges.py); without one, the offline judges run.
     judges_file: Path | None = None
-    default_conditions: list[str] = Field(default_factory=lambda: ["blind"])
+    default_conditions: list[Condition] = Field(default_factory=lambda: [Condition.BLIND])
     judge_slots: int = Field(default=32, description="Attempts one judge worker judges at once.")
 
-    # Metrics. The gateway's /metrics needs a key with the `metrics` scope unless this is true (for a
-    # deployment that serves the gateway's port only on a private network).
-    metrics_public: bool = False
+    # Telemetry (Prometheus). The gateway's /metrics needs a key with the `metrics` scope unless this is true
+    # (for a deployment that serves the gateway's port only on a private network). The older variable names,
+    # TRIBUNAL_METRICS_PUBLIC and TRIBUNAL_WORKER_METRICS_*, are still read.
+    telemetry_public: bool = Field(
+        default=False, validation_alias=AliasChoices("TRIBUNAL_TELEMETRY_PUBLIC", "TRIBUNAL_METRICS_PUBLIC")
+    )
 
     # Worker polling: small delays make an idle stack answer in milliseconds.
     worker_poll_delay_s: float = 0.01
-    # A worker's own /metrics server (port 0: none). It has no authentication, so it listens on loopback
-    # unless a deployment binds it to a private network on purpose.
-    worker_metrics_port: int = 0
-    worker_metrics_host: str = "127.0.0.1"
+    # A worker's own telemetry server, /metrics (port 0: none). It has no authentication, so it listens on
+    # loopback unless a deployment binds it to a private network on purpose.
+    worker_telemetry_port: int = Field(
+        default=0, validation_alias=AliasChoices("TRIBUNAL_WORKER_TELEMETRY_PORT", "TRIBUNAL_WORKER_METRICS_PORT")
+    )
+    worker_telemetry_host: str = Field(
+        default="127.0.0.1",
+        validation_alias=AliasChoices("TRIBUNAL_WORKER_TELEMETRY_HOST", "TRIBUNAL_WORKER_METRICS_HOST"),
+    )
     reconcile_interval_s: float = 30.0
     reconcile_grace_s: float = 10.0
 

@@ -39,7 +39,7 @@ sandbox_seconds = Histogram(
 build_cache = Counter("tribunal_build_cache_total", "Build cache lookups.", ["language", "outcome"])
 
 
-def serve_metrics(port: int, host: str = "127.0.0.1") -> None:
+def serve_telemetry(port: int, host: str = "127.0.0.1") -> None:
     """Serve /metrics for a worker process (the gateway serves its own at /metrics). Port 0: off."""
     if port > 0:
         start_http_server(port, addr=host)

@@ -10,14 +10,15 @@ from typing import Any
 
 import pytest
 
-from executor.run import CheckerSpec, ExecutionOutcome, Executor, Limits, TestCase
+from executor.run import Executor
+from services.kernel.contracts import Checker, ExecutionResult, Limits, TestCase
 
 # Short CPU and memory limits keep the TLE and MLE cases quick. The wall limit is generous: the machine is
 # shared, and a program that gets a small share of a core must still reach its CPU limit, not the wall.
 FAST = Limits(cpu_time_s=1, wall_time_s=10, memory_mb=128, output_kb=64, processes=16)
 # For programs that are meant to hit the wall limit (they sleep or spin in many processes).
 SHORT_WALL = Limits(cpu_time_s=1, wall_time_s=1.5, memory_mb=128, output_kb=64, processes=16)
-DEFAULT_CHECKER = CheckerSpec()
+DEFAULT_CHECKER = Checker()
 # The build cache is per tenant; unless a test says otherwise, every execute runs as this one.
 TENANT = "tenant-a"
 
@@ -50,10 +51,10 @@ async def run(
     stdin: str = "",
     expected: str | None = None,
     limits: Limits = FAST,
-    checker: CheckerSpec = DEFAULT_CHECKER,
+    checker: Checker = DEFAULT_CHECKER,
     tenant: str = TENANT,
     **kwargs: Any,
-) -> ExecutionOutcome:
+) -> ExecutionResult:
     """One execute (as `tenant`); by default a single stdio test with `stdin` and `expected`."""
     if tests is None:
         tests = [TestCase(input=stdin, expected=expected)]

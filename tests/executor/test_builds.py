@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from executor import sandbox
 from executor.builds import UnsafeBuildError
 from executor.languages import LANGUAGES, java_main_class, java_public_class
-from executor.run import Executor, TestCase
-from executor.sandbox import STAGING_ROOT
+from executor.run import Executor
+from services.kernel.contracts import TestCase
+from services.sandbox import jail as sandbox
+from services.sandbox.jail import STAGING_ROOT
 from tests.executor.conftest import SUM_SOURCES, dispose, run
 
 
@@ -209,7 +210,7 @@ async def test_builds_are_always_staged_under_a_random_name() -> None:
         assert (staging / "work_root").read_text() == str(base / "work")
         assert stat.S_IMODE(staging.stat().st_mode) == 0o711
         assert not (base / "work" / "builds").exists() and not (base / "work" / "harness").exists()
-        outcome = await run(executor, "python", SUM_SOURCES["python"], [TestCase("1 2", "3")])
+        outcome = await run(executor, "python", SUM_SOURCES["python"], [TestCase(input="1 2", expected="3")])
         assert outcome.verdict == "AC"
 
         # Another work root gets another id; the same path recreated gets a new one, and the old staging

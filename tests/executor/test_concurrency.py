@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from executor.run import Executor, Limits, TestCase
+from executor.run import Executor
+from services.kernel.contracts import Limits, TestCase
 from tests.executor.conftest import SUM_SOURCES, dispose, make_executor, our_cgroups, processes_of, run
 
 SANDBOX_UID = 64124

@@ -12,13 +12,14 @@ import textwrap
 
 import pytest
 
-from executor.run import Executor, Limits, TestCase
+from executor.run import Executor
+from services.kernel.contracts import Limits, TestCase
 from tests.executor.conftest import FAST, run
 
 # The right answer is 3; every candidate below returns something else unless it forges.
 WRONG = "def add(a, b):\n    return a - b\n"
 CODE_TEST = TestCase(code="def check(candidate):\n    assert candidate(1, 2) == 3\n")
-ARG_TEST = TestCase([1, 2], 3)
+ARG_TEST = TestCase(input=[1, 2], expected=3)
 NOT_ACCEPTED = {"WA", "RE", "TLE", "MLE", "OLE"}
 
 
@@ -253,7 +254,7 @@ async def test_the_supervisor_cannot_be_signalled_read_or_limited(executor: Exec
                 pass
             return [x for x in seen if not isinstance(x, int)]
         """
-    got = await verdicts(executor, source, [TestCase([1, 2], [])])
+    got = await verdicts(executor, source, [TestCase(input=[1, 2], expected=[])])
     assert got == ["AC"], "the candidate reached PID 1"
 
 
@@ -490,7 +491,7 @@ async def test_huge_or_odd_return_values_cost_the_jail_not_the_executor(
     executor: Executor, returned: str, expected: object
 ) -> None:
     source = f"def add(a, b):\n    return {returned}\n"
-    got = await verdicts(executor, source, [TestCase([1, 2], expected)])
+    got = await verdicts(executor, source, [TestCase(input=[1, 2], expected=expected)])
     assert set(got) <= {"WA", "MLE", "TLE", "RE"}, got
 
 
@@ -518,12 +519,14 @@ async def test_an_assertion_message_that_cannot_be_shown(executor: Executor) -> 
 )
 async def test_an_integer_answer_is_exact(executor: Executor, source: str, args: list[int], expected: int) -> None:
     """A float within the tolerance of an integer answer is not that integer."""
-    assert await verdicts(executor, source, [TestCase(args, expected)]) == ["WA"]
+    assert await verdicts(executor, source, [TestCase(input=args, expected=expected)]) == ["WA"]
 
 
 async def test_an_unsorted_set_is_not_a_sorted_list(executor: Executor) -> None:
     source = "def add(values):\n    return set(values)\n"
-    assert await verdicts(executor, source, [TestCase([[5, 3, 5, 2, 3, 3, 9, 0, 123]], [0, 2, 3, 5, 9, 123])]) == ["WA"]
+    assert await verdicts(
+        executor, source, [TestCase(input=[[5, 3, 5, 2, 3, 3, 9, 0, 123]], expected=[0, 2, 3, 5, 9, 123])]
+    ) == ["WA"]
 
 
 async def test_ordered_dicts_keep_their_order(executor: Executor) -> None:
@@ -629,7 +632,7 @@ async def test_the_candidates_prints_reach_stdout(executor: Executor) -> None:
         executor,
         "python",
         "def add(a, b):\n    print('hello from the candidate')\n    return a + b\n",
-        [TestCase([1, 2], 3)],
+        [TestCase(input=[1, 2], expected=3)],
         mode="function",
         entry_point="add",
     )

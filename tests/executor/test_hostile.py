@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from executor.run import ExecutionOutcome, Executor, Limits, TestCase
+from executor.run import Executor
+from services.kernel.contracts import ExecutionResult, Limits, TestCase
 from tests.executor.conftest import SHORT_WALL, SUM_SOURCES, dispose, make_executor, our_cgroups, processes_of, run
 
 # A uid of its own, so "no process of the sandbox uid is left on the host" cannot be confused with any
@@ -67,7 +68,7 @@ async def host_unchanged(executor: Executor) -> AsyncIterator[None]:
         assert normal.verdict == "AC", normal
 
 
-def assert_verdict(outcome: ExecutionOutcome, allowed: set[str]) -> None:
+def assert_verdict(outcome: ExecutionResult, allowed: set[str]) -> None:
     assert outcome.verdict in allowed, outcome
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from executor.run import CheckerSpec, Executor, Limits, TestCase
+from executor.run import Executor
+from services.kernel.contracts import Checker, Limits, TestCase
 from tests.executor.conftest import FAST, SHORT_WALL, SUM_SOURCES, run
 
 LANGUAGES = ["python", "c", "cpp", "java"]
@@ -196,14 +197,14 @@ async def test_memory_is_measured_per_program(executor: Executor) -> None:
 )
 async def test_checker_kinds(executor: Executor, kind: str, printed: str, expected: str, verdict: str) -> None:
     source = f"import sys\nsys.stdout.write({printed!r})\n"
-    outcome = await run(executor, "python", source, expected=expected, checker=CheckerSpec(kind=kind))  # type: ignore[arg-type]
+    outcome = await run(executor, "python", source, expected=expected, checker=Checker(kind=kind))  # type: ignore[arg-type]
     assert outcome.verdict == verdict
 
 
 async def test_float_checker_tolerance_is_configurable(executor: Executor) -> None:
     source = "print(1.05)\n"
-    loose = await run(executor, "python", source, expected="1.0", checker=CheckerSpec("float", abs_tol=0.1))
-    strict = await run(executor, "python", source, expected="1.0", checker=CheckerSpec("float", abs_tol=0.01))
+    loose = await run(executor, "python", source, expected="1.0", checker=Checker(kind="float", abs_tol=0.1))
+    strict = await run(executor, "python", source, expected="1.0", checker=Checker(kind="float", abs_tol=0.01))
     assert (loose.verdict, strict.verdict) == ("AC", "WA")
 
 
@@ -237,13 +238,23 @@ async def test_first_non_accepted_test_decides(executor: Executor) -> None:
         executor,
         "python",
         source,
-        [TestCase("1", "1"), TestCase("2", "2"), TestCase("3", "3"), TestCase("1", "1")],
+        [
+            TestCase(input="1", expected="1"),
+            TestCase(input="2", expected="2"),
+            TestCase(input="3", expected="3"),
+            TestCase(input="1", expected="1"),
+        ],
     )
     assert wa_first.verdict == "WA"
     assert [t.status for t in wa_first.tests] == ["AC", "WA", "TLE", "AC"]
     assert [t.index for t in wa_first.tests] == [0, 1, 2, 3]
     assert (wa_first.passed, wa_first.total) == (2, 4)
-    tle_first = await run(executor, "python", source, [TestCase("1", "1"), TestCase("3", "3"), TestCase("2", "2")])
+    tle_first = await run(
+        executor,
+        "python",
+        source,
+        [TestCase(input="1", expected="1"), TestCase(input="3", expected="3"), TestCase(input="2", expected="2")],
+    )
     assert tle_first.verdict == "TLE"
 
 
@@ -286,10 +297,12 @@ async def test_invalid_requests_raise(executor: Executor) -> None:
     with pytest.raises(ValueError, match="unknown language"):
         await run(executor, "brainfuck", "+")
     with pytest.raises(ValueError, match="Python only"):
-        await run(executor, "c", SUM_SOURCES["c"], [TestCase([1, 2], 3)], mode="function", entry_point="f")
+        await run(
+            executor, "c", SUM_SOURCES["c"], [TestCase(input=[1, 2], expected=3)], mode="function", entry_point="f"
+        )
     with pytest.raises(ValueError, match="stdio input must be text"):
         await run(executor, "python", "pass", [TestCase(input=[1, 2])])
-    with pytest.raises(ValueError, match="must be positive"):
+    with pytest.raises(ValueError, match="cpu_time_s\n  Input should be greater than 0"):
         Limits(cpu_time_s=0)
-    with pytest.raises(ValueError, match="unknown checker"):
-        CheckerSpec(kind="regex")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="kind\n  Input should be 'exact', 'lines', 'tokens' or 'float'"):
+        Checker(kind="regex")  # type: ignore[arg-type]

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from services.kernel.db import private_dir, private_sqlite
-from services.kernel.migrate import upgrade
 from services.kernel.settings import get_settings
+from services.migrate import upgrade
 from services.stack import EmbeddedStack
 from tests.helpers import add_sum_problem, submit, wait_attempt
 

@@ -226,7 +226,7 @@ def test_every_stored_judgment_keeps_the_invariants(stack: EmbeddedStack, tenant
     import json
 
     from judge.rubrics import RUBRICS
-    from judge.validate import Accepted, validate
+    from services.llm import Accepted, validate
     from tests.helpers import fetch_rows
 
     rows = fetch_rows(stack.database_url, "SELECT * FROM judgment")
@@ -240,7 +240,7 @@ def test_every_stored_judgment_keeps_the_invariants(stack: EmbeddedStack, tenant
         assert row["status"] == "ok" and row["error"] is None
         if row["judge"] == "scripted":
             fields = row["fields"] if isinstance(row["fields"], dict) else json.loads(row["fields"])
-            assert isinstance(validate(json.dumps(fields), RUBRICS["cocreation"]), Accepted)
+            assert isinstance(validate(json.dumps(fields), RUBRICS["cocreation"].reply_schema), Accepted)
             assert row["served_model"] and row["requested_model"] == "scripted-model" and row["request_hash"]
         if row["p_ac"] is not None:
             assert 0 <= row["p_ac"] <= 1

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 import numpy as np
 import pytest
@@ -56,3 +59,57 @@ def test_malformed_input_is_422_naming_the_argument(tenant_client: httpx.Client,
     response = tenant_client.post("/v1/metrics:compute", json=body)
     assert response.status_code == 422, response.text
     assert response.json()["errors"][0]["loc"][1] == loc
+
+
+# The default cap on items x resamples (TRIBUNAL_METRICS_COMPUTE_MAX_WORK).
+MAX_WORK = 2_000_000
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"metrics": ["mean"], "y_score": [0.5] * 101, "bootstrap": 20_000},  # 101 x 20,000
+        {"metrics": ["mean"], "y_true": [1] * 2_001, "y_score": [0.5] * 2_001, "bootstrap": 1_000},
+        {"metrics": ["krippendorff_alpha"], "ratings": [[1, 2] * 200] * 3, "bootstrap": 2_000},  # 1,200 cells
+    ],
+)
+def test_bootstrap_work_over_the_cap_is_422_naming_bootstrap(tenant_client: httpx.Client, body: dict) -> None:
+    response = tenant_client.post("/v1/metrics:compute", json=body)
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["errors"][0]["loc"] == ["body", "bootstrap"]
+    assert "TRIBUNAL_METRICS_COMPUTE_MAX_WORK" in problem["errors"][0]["msg"]
+    assert f"{MAX_WORK:,}" in problem["detail"]
+
+
+def test_bootstrap_work_at_the_cap_is_computed(tenant_client: httpx.Client) -> None:
+    body = {"metrics": ["mean"], "y_score": [i / 100 for i in range(100)], "bootstrap": MAX_WORK // 100}
+    response = tenant_client.post("/v1/metrics:compute", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["values"]["mean"] == pytest.approx(0.495)
+    without = tenant_client.post("/v1/metrics:compute", json={**body, "y_score": [0.5] * 100_000, "bootstrap": 0})
+    assert without.status_code == 200  # no resample, no bootstrap work
+
+
+def test_the_gateway_keeps_serving_during_a_long_computation(tenant_client: httpx.Client) -> None:
+    """The bootstrap runs in a worker thread: health checks answer while a slow computation is in flight (a
+    blocked event loop would answer them only once the computation's own answer was out)."""
+    rng = np.random.default_rng(0)
+    body = {
+        "metrics": ["axiom_gating"],  # scikit-learn once per resample: seconds
+        "y_true": rng.integers(0, 6, 400).tolist(),
+        "y_score": rng.integers(0, 6, 400).tolist(),
+        "bootstrap": 2_000,
+        "seed": 1,
+    }
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(tenant_client.post, "/v1/metrics:compute", json=body)
+        time.sleep(0.5)
+        answered_meanwhile = 0
+        while not slow.done() and answered_meanwhile < 5:
+            assert tenant_client.get("/healthz").status_code == 200
+            answered_meanwhile += not slow.done()
+            time.sleep(0.05)
+        response = slow.result()
+    assert response.status_code == 200, response.text
+    assert answered_meanwhile >= 1, "no health check was answered while the computation ran"

@@ -8,6 +8,7 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from services.kernel import telemetry
 from services.kernel.embedded import free_port
@@ -44,7 +45,7 @@ def test_gateway_and_worker_export_metrics(
     assert 'tribunal_queue_depth{queue="tribunal:executor"}' in gateway
     assert 'tribunal_jobs_total{kind="execute_attempt",status="queued"}' in gateway
     worker_text = ""
-    for port in stack.worker_metrics_ports:
+    for port in stack.worker_telemetry_ports:
         try:
             worker_text += httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
         except httpx.HTTPError:
@@ -78,9 +79,9 @@ def test_gateway_metrics_need_the_metrics_scope(stack: EmbeddedStack, admin: htt
 
 
 def test_metrics_public_opts_out_of_the_key(stack: EmbeddedStack) -> None:
-    """TRIBUNAL_METRICS_PUBLIC=true: for a gateway whose port only a private network reaches."""
+    """TRIBUNAL_TELEMETRY_PUBLIC=true: for a gateway whose port only a private network reaches."""
     port = free_port()
-    env = stack.env() | {"TRIBUNAL_METRICS_PUBLIC": "true"}
+    env = stack.env() | {"TRIBUNAL_TELEMETRY_PUBLIC": "true"}
     process = subprocess.Popen(
         [sys.executable, "-m", "services.cli", "gateway", "--host", "127.0.0.1", "--port", str(port)],
         env=env,
@@ -119,10 +120,25 @@ def _listening_addresses(port: int) -> set[str]:
     return found
 
 
+def test_telemetry_settings_still_read_their_older_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deployments written before telemetry was told apart from metrics keep working."""
+    monkeypatch.setenv("TRIBUNAL_METRICS_PUBLIC", "true")
+    monkeypatch.setenv("TRIBUNAL_WORKER_METRICS_PORT", "9199")
+    monkeypatch.setenv("TRIBUNAL_WORKER_METRICS_HOST", "10.0.0.7")
+    settings = Settings()
+    assert (settings.telemetry_public, settings.worker_telemetry_port, settings.worker_telemetry_host) == (
+        True,
+        9199,
+        "10.0.0.7",
+    )
+    monkeypatch.setenv("TRIBUNAL_WORKER_TELEMETRY_PORT", "9200")
+    assert Settings().worker_telemetry_port == 9200
+
+
 def test_worker_metrics_listen_on_loopback_only(stack: EmbeddedStack) -> None:
     """A worker's metrics server has no authentication: by default it binds 127.0.0.1, never all addresses."""
-    assert Settings.model_fields["worker_metrics_host"].default == "127.0.0.1"
-    assert inspect.signature(telemetry.serve_metrics).parameters["host"].default == "127.0.0.1"
-    listening = [_listening_addresses(port) for port in stack.worker_metrics_ports]
+    assert Settings.model_fields["worker_telemetry_host"].default == "127.0.0.1"
+    assert inspect.signature(telemetry.serve_telemetry).parameters["host"].default == "127.0.0.1"
+    listening = [_listening_addresses(port) for port in stack.worker_telemetry_ports]
     assert any(listening), "no worker metrics server is listening"
     assert all(addresses <= {"0100007F"} for addresses in listening), listening  # 127.0.0.1, little-endian

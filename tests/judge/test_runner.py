@@ -1,32 +1,41 @@
-"""The LLM judgment runner against a scripted OpenAI-compatible server on a real socket."""
+"""The LLM judgment runner against a scripted OpenAI-compatible server on a real socket, and its response cache
+in a real database (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from judge.request import JudgeInput, build_messages
 from judge.rubrics import RUBRICS
-from judge.runner import CachedReply, LLMRunner, Outcome
+from judge.runner import LLMRunner
+from services.kernel.contracts import JudgmentOutput
 from services.kernel.judges import LLMJudge
+from services.kernel.models import JudgeResponseCache
+from services.llm import DbResponseCache, request_params
+from tests.databases import BACKENDS, database_sessions
 from tests.fake_llm import VALID_COCREATION, Behaviour, ScriptedLLM
 
 INPUT = JudgeInput("p-1", "Print a + b.", "python", "print(sum(map(int, input().split())))", "", None)
 MESSAGES = build_messages(RUBRICS["cocreation"], INPUT)
 
 
-class DictCache:
-    def __init__(self) -> None:
-        self.entries: dict[str, CachedReply] = {}
+@pytest.fixture(params=BACKENDS)
+async def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    async with database_sessions(request, tmp_path) as factory:
+        yield factory
 
-    async def get(self, key: str) -> CachedReply | None:
-        return self.entries.get(key)
 
-    async def put(self, key: str, reply: CachedReply) -> None:
-        self.entries[key] = reply
+async def _cached_rows(sessions: async_sessionmaker[AsyncSession]) -> int:
+    async with sessions() as session:
+        return int(await session.scalar(select(func.count()).select_from(JudgeResponseCache)) or 0)
 
 
 def _judge(server: ScriptedLLM, **overrides: Any) -> LLMJudge:
@@ -49,7 +58,9 @@ def server() -> Iterator[ScriptedLLM]:
         yield scripted
 
 
-async def _run(server: ScriptedLLM, cache: DictCache | None = None, repeat: int = 0, **overrides: Any) -> Outcome:
+async def _run(
+    server: ScriptedLLM, cache: DbResponseCache | None = None, repeat: int = 0, **overrides: Any
+) -> JudgmentOutput:
     runner = LLMRunner(_judge(server, **overrides), cache=cache, backoff_multiplier=0.01, backoff_max=0.05)
     try:
         return await runner.run(RUBRICS["cocreation"], MESSAGES, condition="blind", repeat=repeat)
@@ -167,8 +178,10 @@ async def test_timeouts_until_the_bound(server: ScriptedLLM) -> None:
     assert (outcome.status, outcome.error, outcome.tries) == ("failed", "timeout", 2)
 
 
-async def test_cache_resends_nothing_unless_a_fresh_repeat_is_asked_for(server: ScriptedLLM) -> None:
-    cache = DictCache()
+async def test_cache_resends_nothing_unless_a_fresh_repeat_is_asked_for(
+    server: ScriptedLLM, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    cache = DbResponseCache(sessions)
     first = await _run(server, cache=cache)
     again = await _run(server, cache=cache)
     assert first.status == again.status == "ok"
@@ -181,15 +194,45 @@ async def test_cache_resends_nothing_unless_a_fresh_repeat_is_asked_for(server: 
     await _run(server, cache=cache, model="judge-model-2")
     await _run(server, cache=cache, temperature=0.7)
     assert len(server.requests) == 4
+    assert await _cached_rows(sessions) == 4
+    # What came back from the cache is what was stored: the same fields, tokens and served model.
+    assert (again.fields, again.raw_response, again.served_model) == (
+        first.fields,
+        first.raw_response,
+        first.served_model,
+    )
+    assert (again.tokens_in, again.tokens_out) == (first.tokens_in, first.tokens_out)
 
 
-async def test_failures_are_not_cached(server: ScriptedLLM) -> None:
-    cache = DictCache()
+async def test_cache_keys_are_those_earlier_versions_stored(
+    server: ScriptedLLM, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    """The key is SHA-256 of [base URL, prompt version, condition, repeat, request body]: rows cached before the
+    provider layer moved to services/llm still answer."""
+    judge, rubric = _judge(server), RUBRICS["cocreation"]
+    params = request_params(judge, rubric.reply_schema, MESSAGES)
+    material = [judge.base_url.rstrip("/"), rubric.version, "blind", 0, params]
+    key = hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    first = await _run(server, cache=DbResponseCache(sessions))
+    async with sessions() as session:
+        row = await session.get(JudgeResponseCache, key)
+    assert row is not None and row.content == first.raw_response and row.served_model == first.served_model
+    canonical = json.dumps(params, sort_keys=True, separators=(",", ":")).encode()
+    assert first.request_hash == hashlib.sha256(canonical).hexdigest()
+    assert server.requests[0].json == params  # the body sent is the body hashed and keyed
+
+
+async def test_failures_are_not_cached(server: ScriptedLLM, sessions: async_sessionmaker[AsyncSession]) -> None:
+    cache = DbResponseCache(sessions)
     server.script = _sequence(Behaviour(kind="status", status=500))
     assert (await _run(server, cache=cache, max_tries=1)).status == "failed"
-    assert cache.entries == {}
+    server.script = _sequence(Behaviour(payload={**VALID_COCREATION, "p_ac": 1.3}))
+    assert (await _run(server, cache=cache, max_tries=1)).status == "failed"
+    assert await _cached_rows(sessions) == 0
     server.script = _sequence(Behaviour())
     assert (await _run(server, cache=cache, max_tries=1)).status == "ok"
+    assert await _cached_rows(sessions) == 1
+    assert len(server.requests) == 3
 
 
 def test_requests_carry_statement_language_code_and_never_labels() -> None:

@@ -1,8 +1,9 @@
-"""Verification of a judge's answer, conditions (a)-(d) of the co-creation paper's IV-B2, for any rubric.
+"""Verification of a reply against its `ReplySchema` (conditions (a)-(d) of the co-creation paper's IV-B2).
 
-(a) the content parses as the rubric's JSON schema, (b) every field is present, (c)/(d) every value is in its
-range. A failure is never turned into a score: it comes back as a `Rejected` with the reason class the row
-records (`empty`, `unparseable`, `schema`, `range`).
+(a) the content parses as JSON (the whole reply, or the body of a ```json fence; NaN and Infinity are rejected),
+(b) it is an object of the schema's shape (with a strict schema: every field present and no other), (c)/(d) every
+value is in its range. A failure comes back as a `Rejected` with the reason class a caller records (`empty`,
+`unparseable`, `schema`, `range`); nothing is ever filled in.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
-from judge.rubrics import RubricSpec
+from services.llm.schema import ReplySchema
 
 # Keywords whose failure means "a value outside its range" rather than "not the right shape".
 _RANGE_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum"})
@@ -52,17 +51,8 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-_validators: dict[str, Draft202012Validator] = {}
-
-
-def _validator(rubric: RubricSpec) -> Draft202012Validator:
-    if rubric.name not in _validators:
-        _validators[rubric.name] = Draft202012Validator(rubric.json_schema)
-    return _validators[rubric.name]
-
-
-def validate(content: str | None, rubric: RubricSpec) -> Accepted | Rejected:
-    """Check one reply against the rubric; Accepted carries the typed, normalised fields."""
+def validate(content: str | None, schema: ReplySchema) -> Accepted | Rejected:
+    """Check one reply against `schema`; Accepted carries the fields (normalised by the schema's model, if any)."""
     if content is None or not content.strip():
         return Rejected("empty", "the reply has no content")
     try:
@@ -71,12 +61,13 @@ def validate(content: str | None, rubric: RubricSpec) -> Accepted | Rejected:
         return Rejected("unparseable", f"not JSON ({exc}); starts {content.strip()[:60]!r}")
     if not isinstance(data, dict):
         return Rejected("schema", f"expected a JSON object, got {type(data).__name__}")
-    errors = sorted(_validator(rubric).iter_errors(data), key=lambda e: (list(e.absolute_path), e.validator))
+    errors = sorted(schema.validator.iter_errors(data), key=lambda e: (list(e.absolute_path), e.validator))
     if errors:
         worst = next((e for e in errors if e.validator not in _RANGE_KEYWORDS), errors[0])
         where = "/".join(str(p) for p in worst.absolute_path) or "(root)"
         reason = "range" if worst.validator in _RANGE_KEYWORDS else "schema"
         return Rejected(reason, f"{where}: {worst.message}")
+    if schema.model is None:
+        return Accepted(data)
     # The schema accepted it, so the model's own validation only normalises (e.g. 3.0 -> 3 for an integer).
-    fields = rubric.model.model_validate(data).model_dump(mode="json")
-    return Accepted(fields)
+    return Accepted(schema.model.model_validate(data).model_dump(mode="json"))

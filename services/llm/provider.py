@@ -15,11 +15,13 @@ from typing import Any
 
 import openai
 
-from judge.rubrics import RubricSpec
-from services.kernel.judges import LLMJudge
+from services.llm.schema import ReplySchema
+from services.llm.settings import Endpoint
 
 # Statuses worth reissuing the identical request for; any other 4xx would fail the same way again.
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+Message = dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class Reply:
 
 
 class ProviderError(Exception):
-    """A request that got no usable reply; `reason` is what a failed row records (e.g. `http 503`, `timeout`)."""
+    """A request that got no usable reply; `reason` is what a failure records (e.g. `http 503`, `timeout`)."""
 
     def __init__(self, reason: str, *, retryable: bool, retry_after: float | None = None) -> None:
         super().__init__(reason)
@@ -59,45 +61,47 @@ def _retry_after(headers: Any) -> float | None:
         return None  # an HTTP date: rare from these APIs; fall back to backoff
 
 
-def request_params(judge: LLMJudge, rubric: RubricSpec, messages: list[dict[str, str]]) -> dict[str, Any]:
+def request_params(endpoint: Endpoint, schema: ReplySchema, messages: list[Message]) -> dict[str, Any]:
     """The complete request body: a request is reissued byte for byte from this, and hashed from it."""
     params: dict[str, Any] = {
-        "model": judge.model,
+        "model": endpoint.model,
         "messages": messages,
-        "temperature": judge.temperature,
-        "max_tokens": judge.max_tokens,
+        "temperature": endpoint.temperature,
+        "max_tokens": endpoint.max_tokens,
     }
-    if judge.response_format == "json_schema":
+    if endpoint.response_format == "json_schema":
         params["response_format"] = {
             "type": "json_schema",
-            "json_schema": {"name": rubric.name, "strict": True, "schema": rubric.json_schema},
+            "json_schema": {"name": schema.name, "strict": True, "schema": schema.json_schema},
         }
-    elif judge.response_format == "json_object":
+    elif endpoint.response_format == "json_object":
         params["response_format"] = {"type": "json_object"}
-    if judge.seed is not None:
-        params["seed"] = judge.seed
-    params.update(judge.extra_body)
+    if endpoint.seed is not None:
+        params["seed"] = endpoint.seed
+    params.update(endpoint.extra_body)
     return params
 
 
 def request_hash(params: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of a request body."""
     return hashlib.sha256(json.dumps(params, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 class OpenAICompatProvider:
-    """One client (one connection pool) per judge per process."""
+    """One client (one connection pool) per endpoint per process."""
 
-    def __init__(self, judge: LLMJudge) -> None:
-        self.judge = judge
-        api_key = os.environ.get(judge.api_key_env, "") if judge.api_key_env else ""
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        api_key = os.environ.get(endpoint.api_key_env, "") if endpoint.api_key_env else ""
         self.client = openai.AsyncOpenAI(
-            base_url=judge.base_url,
+            base_url=endpoint.base_url,
             api_key=api_key or "not-set",
             max_retries=0,
-            timeout=judge.timeout_s,
+            timeout=endpoint.timeout_s,
         )
 
     async def complete(self, params: dict[str, Any]) -> Reply:
+        """Send one request once; a reply, or a ProviderError saying why there is none and whether to retry."""
         body = dict(params)
         known = ("model", "messages", "temperature", "max_tokens", "response_format", "seed")
         standard: dict[str, Any] = {key: body.pop(key) for key in known if key in body}

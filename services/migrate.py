@@ -1,4 +1,7 @@
-"""Bring a database to the newest schema with Alembic (what `tribunal up`, `tribunal migrate` and tests call)."""
+"""Bring a database to the newest schema with Alembic (what `tribunal up`, `tribunal migrate` and tests call).
+
+Part of the launcher: it runs the `migrations` package, which imports the kernel's models; the kernel never
+imports either."""
 
 from __future__ import annotations
 

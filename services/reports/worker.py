@@ -1,7 +1,8 @@
-"""The metrics worker: the only place the metrics service meets the queue and the database.
+"""The reports worker: the only place the metrics reports meet the queue and the database.
 
-It turns stored attempts, executions and judgments into the tidy table the pure report builders take, runs the
-builder of the report's kind, renders its plots and HTML page, and stores all three.
+It turns stored attempts, executions and judgments into the tidy table the pure report builders take
+(:func:`load_rows`), runs the builder of the report's kind with the request's parameters
+(:func:`metrics.reports.build_report`), renders its plots and HTML page, and stores all three.
 """
 
 from __future__ import annotations
@@ -12,29 +13,50 @@ from typing import Any
 
 from sqlalchemy import select
 
-from metrics import html, plots, report_builder
+from metrics import html, plots
+from metrics.reports import build_report as build_kind
 from services.kernel import jobs, queue, worker
+from services.kernel.contracts import LIVE_JOB_STATUSES, JobStatus, Verdict
 from services.kernel.db import session_scope
 from services.kernel.models import Attempt, Execution, Judgment, Problem, Report, ReportPlot, utcnow
-from services.kernel.queue import METRICS_QUEUE, Task
+from services.kernel.registry import Task
 
-log = logging.getLogger("tribunal.metrics")
+log = logging.getLogger("tribunal.reports")
+
+SERVICE = "reports"
+# Judges of the offline kind record their method as the prompt version "offline:<method>" (judge/worker.py).
+OFFLINE_PREFIX = "offline:"
 
 
 def label_ac(attempt: Attempt, verdict: str | None) -> int | None:
     """Ground truth for acceptance: the client's label when it gave one, else the execution verdict (IE: none)."""
     label = attempt.label or {}
     chosen = label.get("verdict") or verdict
-    if chosen is None or chosen == "IE":
+    if chosen is None or chosen == Verdict.IE:
         return None
-    return 1 if chosen == "AC" else 0
+    return 1 if chosen == Verdict.AC else 0
+
+
+def offline_method(prompt_version: str | None) -> str | None:
+    """The offline judge method a judgment row was made by, None for an LLM judge."""
+    if prompt_version and prompt_version.startswith(OFFLINE_PREFIX):
+        return prompt_version.removeprefix(OFFLINE_PREFIX)
+    return None
 
 
 async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tidy judgment table of a tenant (api filter: problem_ids, participants, attempt_ids)."""
+    """The tidy judgment table of a tenant (api filter: problem_ids, participants, attempt_ids), one row per
+    judgment, with its attempt's facts and execution (run 0); see :mod:`metrics.reports` for the keys."""
     async with session_scope() as session:
         query = (
-            select(Attempt, Problem.problem_id, Execution.verdict, Judgment)
+            select(
+                Attempt,
+                Problem.problem_id,
+                Execution.verdict,
+                Execution.passed,
+                Execution.total,
+                Judgment,
+            )
             .join(Problem, Problem.id == Attempt.problem_pk)
             .outerjoin(Execution, (Execution.attempt_id == Attempt.attempt_id) & (Execution.run == 0))
             .join(Judgment, Judgment.attempt_id == Attempt.attempt_id)
@@ -47,7 +69,7 @@ async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
         if flt.get("attempt_ids"):
             query = query.where(Attempt.attempt_id.in_(list(flt["attempt_ids"])))
         rows = []
-        for attempt, problem_id, verdict, judgment in (await session.execute(query)).all():
+        for attempt, problem_id, verdict, passed, total, judgment in (await session.execute(query)).all():
             label = attempt.label or {}
             rows.append(
                 {
@@ -59,6 +81,7 @@ async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
                     "label_ac": label_ac(attempt, verdict),
                     "label_score": label.get("score"),
                     "judge": judgment.judge,
+                    "method": offline_method(judgment.prompt_version),
                     "condition": judgment.condition,
                     "repeat": judgment.repeat,
                     "status": judgment.status,
@@ -68,26 +91,21 @@ async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
                     "operator": attempt.operator,
                     "arm": attempt.arm,
                     "severity": attempt.severity,
+                    "verdict": verdict,
+                    "passed": passed,
+                    "total": total,
                 }
             )
     return rows
 
 
-def build(kind: str, rows: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
-    options = {
-        "judges": params.get("judges"),
-        "conditions": params.get("conditions"),
-        "bootstrap": params.get("bootstrap", 2000),
-        "seed": params.get("seed", 0),
-    }
-    if kind == "judge_quality":
-        return report_builder.judge_quality(
-            rows, folds=params.get("folds", 10), cluster=params.get("cluster", "trajectory"), **options
-        )
-    if kind == "similarity":
-        return report_builder.similarity([], bootstrap=options["bootstrap"], seed=options["seed"])
-    builder = getattr(report_builder, kind)
-    return dict(builder(rows, **options))
+def build(
+    kind: str, rows: list[dict[str, Any]], params: dict[str, Any], title: str
+) -> tuple[dict[str, Any], dict[str, bytes], str]:
+    """The report's JSON, its plots (name -> PNG) and its HTML page: CPU-bound, run in a thread."""
+    report = build_kind(kind, rows, params).to_json()
+    rendered = plots.render_all(report)
+    return report, rendered, html.render_html(report, rendered, title)
 
 
 @queue.task(Task.BUILD_REPORT)
@@ -97,19 +115,19 @@ async def build_report(ctx: dict[str, Any], report_id: str) -> None:
         if report is None:
             return
         job = await jobs.get_job(session, report.job_id)
-        if job is None or job.status not in ("queued", "running"):
+        if job is None or job.status not in LIVE_JOB_STATUSES:
             return
         await jobs.mark_running(session, report.job_id)
         tenant, kind, params, job_id = report.tenant, report.kind, dict(report.params), report.job_id
     try:
         rows = await load_rows(tenant, params.get("filter") or {})
-        result = await asyncio.to_thread(build, kind, rows, params)
-        rendered = await asyncio.to_thread(plots.render_all, result)
-        page = await asyncio.to_thread(html.render_html, result, rendered, f"Tribunal {kind} report {report_id}")
+        result, rendered, page = await asyncio.to_thread(
+            build, kind, rows, params, f"Tribunal {kind} report {report_id}"
+        )
     except Exception as exc:
         log.exception("report %s failed", report_id)
         async with session_scope() as session:
-            await jobs.finish(session, job_id, "failed", error=f"{type(exc).__name__}: {exc}")
+            await jobs.finish(session, job_id, JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         return
     async with session_scope() as session:
         stored = await session.get(Report, report_id)
@@ -117,9 +135,9 @@ async def build_report(ctx: dict[str, Any], report_id: str) -> None:
         stored.result, stored.html, stored.finished_at = result, page, utcnow()
         for name, png in rendered.items():
             await session.merge(ReportPlot(report_id=report_id, name=name, png=png))
-        await jobs.finish(session, job_id, "succeeded", result={"report_id": report_id})
+        await jobs.finish(session, job_id, JobStatus.SUCCEEDED, result={"report_id": report_id})
 
 
 def run_worker() -> None:
-    """Run the metrics worker until SIGTERM/SIGINT (reports are CPU-bound: two at a time)."""
-    worker.run(worker.build_worker(role="metrics", functions=[build_report], queue_name=METRICS_QUEUE, max_jobs=2))
+    """Run the reports worker until SIGTERM/SIGINT (reports are CPU-bound: the registry runs two at a time)."""
+    worker.run(worker.build_worker(SERVICE, functions=[build_report]))

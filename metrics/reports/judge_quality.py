@@ -1,0 +1,323 @@
+"""The ``judge_quality`` report: how well every judge x condition predicts acceptance (paper 001, V-B1).
+
+Tables (what a caller reads to print the main table)
+    ``metrics``: one row per judge x condition (the panel as judge ``"panel"``) with ``judge, condition, n,
+    clusters, positives`` and, per metric in ``METRICS`` (``roc_auc, pr_auc, log_loss, brier, ece, mcc_oof``), a
+    cell ``{"value": v, "ci": [lo, hi]}``; e.g. ``row["roc_auc"]["value"]``.
+    ``condition_differences`` (``judge, difference, n`` + metric cells ``a - b``) and ``panel_differences``
+    (``condition, difference, n`` + metric cells ``judge - panel``).
+Plots: ``roc``, ``reliability``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from itertools import combinations
+from typing import Any
+
+from sklearn.metrics import roc_curve
+
+from metrics import calibration, panel
+from metrics.errors import MetricInputError, UndefinedMetricError
+from metrics.registry import compare
+from metrics.reports.common import (
+    CLUSTERS,
+    LABELS,
+    Index,
+    TidyRow,
+    check_cluster,
+    compute_cells,
+    difference_rows,
+    interval_text,
+    names,
+    scored,
+)
+from metrics.reports.model import Cell, ReliabilityPlot, Report, RocCurve, RocPlot, Row
+
+KIND = "judge_quality"
+METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "mcc_oof")
+PANEL_METRICS = ("roc_auc", "pr_auc", "mcc_oof")  # the panel is a percentile rank, not a probability
+PANEL = "panel"
+ECE_BINS = 15
+
+
+def build(
+    rows: Sequence[TidyRow],
+    *,
+    judges: Sequence[str] | None = None,
+    conditions: Sequence[str] | None = None,
+    folds: int = 10,
+    bootstrap: int = 2000,
+    cluster: str = "trajectory",
+    seed: int = 0,
+) -> Report:
+    """Discrimination, calibration and out-of-fold decision quality of every judge x condition (paper 001, V-B1).
+
+    Per judge x condition, on its scored attempts that carry a ``label_ac``: n, positives, ROC-AUC, PR-AUC,
+    LogLoss, Brier, ECE (15 bins) and MCC_oof (grouped ``folds``-fold CV on trajectories), each with its
+    cluster-bootstrap interval. The panel (paper 001 VI-A10: unweighted mean percentile rank across the judges,
+    ``metrics.panel``, each judge ranking every non-mutant attempt it scored in ``rows``, labelled or not) is the
+    pseudo-judge ``"panel"`` over the labelled attempts at least one judge scored; being a rank it gets the
+    rank/threshold metrics only (ROC-AUC, PR-AUC, MCC_oof). Paired differences on the same resamples:
+    between conditions per judge (each later condition minus each earlier one, in ``conditions`` order; on the
+    attempts the judge scored under all conditions) and each judge minus the panel per condition (on the attempts
+    every judge scored).
+    """
+    cluster = check_cluster(cluster, CLUSTERS, "judge_quality")
+    index = Index(rows)
+    judges = names(scored(rows), "judge", judges)
+    conditions = names(scored(rows), "condition", conditions)
+    report = Report(
+        KIND,
+        {
+            "judges": judges,
+            "conditions": conditions,
+            "folds": folds,
+            "bootstrap": bootstrap,
+            "cluster": cluster,
+            "seed": seed,
+            "ece_bins": ECE_BINS,
+            "probability": "p_ac when present, else score / 5",
+        },
+    )
+    errors = report.errors
+    labelled = {aid for aid in index.attempt if index.label(aid) is not None}
+    params = {"folds": folds, "bins": ECE_BINS}
+    metric_rows: list[Row] = []
+    panel_rows: list[Row] = []
+    roc = RocPlot("ROC curves per condition")
+    reliability = ReliabilityPlot(f"Reliability diagrams ({ECE_BINS} equal-width bins)", ECE_BINS)
+
+    def arrays(aids: Sequence[str]) -> dict[str, Any]:
+        return {
+            "y_true": [index.label(a) for a in aids],
+            "groups": index.clusters(aids, "trajectory"),
+            "cluster": index.clusters(aids, cluster),
+        }
+
+    def add_curve(condition: str, judge: str, y_true: list[Any], y_score: list[float], cells: Row) -> None:
+        positives = int(sum(y_true))
+        if 0 < positives < len(y_true):
+            fpr, tpr, _ = roc_curve(y_true, y_score)
+            auc = cells.get("roc_auc")
+            roc.conditions.setdefault(condition, {})[judge] = RocCurve(
+                fpr.tolist(), tpr.tolist(), auc.estimate if isinstance(auc, Cell) else None
+            )
+
+    for condition in conditions:
+        per_judge: dict[str, dict[str, float]] = {}
+        for judge in judges:
+            probs = {a: p for a, p in index.prob.get((judge, condition), {}).items() if a in labelled}
+            where = f"metrics/{judge}/{condition}"
+            aids = sorted(probs)
+            if not aids:
+                errors[where] = "no scored attempt with a label_ac for this judge and condition"
+                continue
+            per_judge[judge] = probs
+            data = arrays(aids)
+            y_score = [probs[a] for a in aids]
+            cells, _ = compute_cells(
+                METRICS,
+                where,
+                errors,
+                bootstrap,
+                y_true=data["y_true"],
+                y_score=y_score,
+                groups=data["groups"],
+                params=params,
+                cluster=data["cluster"],
+                seed=seed,
+            )
+            metric_rows.append(
+                {
+                    "judge": judge,
+                    "condition": condition,
+                    "n": len(aids),
+                    "clusters": len(set(data["cluster"])),
+                    "positives": int(sum(data["y_true"])),
+                    **cells,
+                }
+            )
+            add_curve(condition, judge, data["y_true"], y_score, cells)
+            try:
+                bins = calibration.reliability_diagram(data["y_true"], y_score, ECE_BINS)
+                reliability.judges.setdefault(judge, {})[condition] = bins
+            except (MetricInputError, UndefinedMetricError) as exc:
+                errors[f"reliability/{judge}/{condition}"] = str(exc)
+
+        # The panel (metrics.panel): each judge ranks every attempt it scored under this condition, labelled or
+        # not (the population the API ranks in), and the ranks are averaged per attempt; scored on the labelled.
+        where = f"metrics/{PANEL}/{condition}"
+        present = [j for j in judges if j in per_judge]
+        if len(present) < 2:
+            errors[where] = f"the panel needs at least two judges with scored attempts; got {len(present)}"
+            continue
+        population = {j: index.prob[(j, condition)] for j in present}  # per_judge[j] is its labelled part
+        ranked = sorted(set().union(*population.values()))
+        matrix = [[population[j].get(a, math.nan) for a in ranked] for j in present]
+        consensus = dict(zip(ranked, panel.panel_consensus(matrix).tolist(), strict=True))
+        aids = sorted(set().union(*(per_judge[j] for j in present)))
+        data = arrays(aids)
+        y_panel = [consensus[a] for a in aids]
+        cells, _ = compute_cells(
+            PANEL_METRICS,
+            where,
+            errors,
+            bootstrap,
+            y_true=data["y_true"],
+            y_score=y_panel,
+            groups=data["groups"],
+            params={"folds": folds},
+            cluster=data["cluster"],
+            seed=seed,
+        )
+        for metric in METRICS:
+            if metric not in PANEL_METRICS:
+                errors[f"{where}/{metric}"] = "the panel is a mean percentile rank, not a probability: not calibrated"
+        metric_rows.append(
+            {
+                "judge": PANEL,
+                "condition": condition,
+                "n": len(aids),
+                "clusters": len(set(data["cluster"])),
+                "positives": int(sum(data["y_true"])),
+                **cells,
+            }
+        )
+        add_curve(condition, PANEL, data["y_true"], y_panel, cells)
+
+        # Each judge minus the panel, on the attempts every judge scored.
+        common = sorted(set.intersection(*(set(per_judge[j]) for j in present)))
+        if len(common) < 2:
+            errors[f"panel_differences/{condition}"] = "fewer than two attempts scored by every judge"
+            continue
+        data = arrays(common)
+        scores = {j: [per_judge[j][a] for a in common] for j in present}
+        scores[PANEL] = [consensus[a] for a in common]
+        try:
+            result = compare(
+                list(PANEL_METRICS),
+                data["y_true"],
+                scores,
+                groups=data["groups"],
+                params={"folds": folds},
+                bootstrap=bootstrap,
+                cluster=data["cluster"],
+                seed=seed,
+                pairs=[(j, PANEL) for j in present],
+            )
+            if bootstrap > 0:
+                panel_rows += difference_rows(
+                    result, PANEL_METRICS, {"condition": condition}, len(common), "panel_differences", errors
+                )
+        except (MetricInputError, UndefinedMetricError) as exc:
+            errors[f"panel_differences/{condition}"] = str(exc)
+
+    condition_rows = _condition_differences(
+        index, labelled, judges, conditions, params, bootstrap, arrays, seed, errors
+    )
+
+    report.add_table(
+        "metrics",
+        "Judge quality per judge and condition",
+        ["judge", "condition", "n", "clusters", "positives", *METRICS],
+        metric_rows,
+        LABELS,
+    )
+    if condition_rows:
+        report.add_table(
+            "condition_differences",
+            "Paired differences between conditions",
+            ["judge", "difference", "n", *METRICS],
+            condition_rows,
+            LABELS,
+        )
+    if panel_rows:
+        report.add_table(
+            "panel_differences",
+            "Paired differences: judge minus panel",
+            ["condition", "difference", "n", *PANEL_METRICS],
+            panel_rows,
+            LABELS,
+        )
+    if roc.conditions:
+        report.plots["roc"] = roc
+    if reliability.judges:
+        report.plots["reliability"] = reliability
+    report.add_section(
+        "metrics",
+        "How well each judge predicts acceptance",
+        "Each row scores one judge's acceptance probabilities against the real verdicts. ROC-AUC is the chance that "
+        "an accepted attempt gets a higher probability than a rejected one (0.5 = guessing, 1 = perfect). PR-AUC is "
+        "the average precision for finding accepted attempts. LogLoss and Brier penalise confident wrong "
+        "probabilities (lower is better). ECE is the average gap between predicted and observed acceptance rates "
+        "over 15 probability bins (lower is better). MCC (out-of-fold) is the quality of accept/reject decisions "
+        f"with the threshold chosen on other trajectories ({folds}-fold grouped CV; -1..1, 0 = chance). The panel "
+        "averages the judges' percentile ranks. Brackets are 95% intervals from a "
+        f"{interval_text(cluster, bootstrap)}; Clusters is the number of {cluster}s resampled.",
+        ["metrics"],
+        ["roc", "reliability"],
+        note=None if metric_rows else "No data: no judge scored an attempt that has a label_ac (a verdict).",
+    )
+    report.add_section(
+        "condition_differences",
+        "Does the input condition change a judge?",
+        "Each row is the same judge on the same attempts under two conditions, later minus earlier condition. An "
+        "interval that excludes 0 means the condition changed that metric beyond resampling noise.",
+        ["condition_differences"],
+    )
+    report.add_section(
+        "panel_differences",
+        "Judges against the panel",
+        "Each row is one judge minus the panel on the attempts every judge scored. Positive ROC-AUC differences "
+        "mean the judge ranks attempts better than the consensus of all judges.",
+        ["panel_differences"],
+    )
+    return report
+
+
+def _condition_differences(
+    index: Index,
+    labelled: set[str],
+    judges: Sequence[str],
+    conditions: Sequence[str],
+    params: dict[str, Any],
+    bootstrap: int,
+    arrays: Callable[[Sequence[str]], dict[str, Any]],
+    seed: int,
+    errors: dict[str, str],
+) -> list[Row]:
+    """Between conditions, per judge, on the attempts the judge scored under every condition."""
+    rows: list[Row] = []
+    if bootstrap == 0:
+        errors["differences"] = "paired differences need a bootstrap (bootstrap > 0)"
+        return rows
+    if len(conditions) < 2:
+        errors["condition_differences"] = "only one condition: no difference between conditions"
+        return rows
+    for judge in judges:
+        maps = {c: index.prob.get((judge, c), {}) for c in conditions}
+        common = sorted(set(labelled).intersection(*(set(m) for m in maps.values())))
+        if len(common) < 2:
+            errors[f"condition_differences/{judge}"] = "fewer than two attempts scored under every condition"
+            continue
+        data = arrays(common)
+        pairs = [(later, earlier) for earlier, later in combinations(conditions, 2)]
+        try:
+            result = compare(
+                list(METRICS),
+                data["y_true"],
+                {c: [maps[c][a] for a in common] for c in conditions},
+                groups=data["groups"],
+                params=params,
+                bootstrap=bootstrap,
+                cluster=data["cluster"],
+                seed=seed,
+                pairs=pairs,
+            )
+        except (MetricInputError, UndefinedMetricError) as exc:
+            errors[f"condition_differences/{judge}"] = str(exc)
+            continue
+        rows += difference_rows(result, METRICS, {"judge": judge}, len(common), "condition_differences", errors)
+    return rows

@@ -1,0 +1,107 @@
+"""The one place request parameters become builder arguments.
+
+A report request (``POST /v1/reports``: ``kind``, ``judges``, ``conditions``, ``folds``, ``bootstrap``, ``cluster``,
+``seed``; ``filter`` selects the rows and is not the builder's) is passed to the builder of its kind by name: every
+request field that the builder declares as a keyword parameter reaches it, and no other. Adding a parameter to a
+builder is therefore enough for the API's value of that name to reach it; nothing here lists which builder takes
+what. A field left out of the request (or null) leaves the builder's default, so ``cluster`` defaults per kind:
+``seed`` for perturbation (mutants of one seed program are dependent), ``problem`` for similarity (pairs of one
+problem share their reference), ``trajectory`` for the rest.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from enum import StrEnum
+from typing import Any
+
+from metrics.errors import MetricInputError
+from metrics.reports import agreement, axiom, cocreation, judge_quality, perturbation, similarity
+from metrics.reports.common import CLUSTERS, TidyRow
+from metrics.reports.model import Report
+
+Builder = Callable[..., Report]
+
+
+class ReportKind(StrEnum):
+    """The kinds of report (``POST /v1/reports`` ``kind``), one module each."""
+
+    JUDGE_QUALITY = judge_quality.KIND
+    AGREEMENT = agreement.KIND
+    COCREATION = cocreation.KIND
+    AXIOM = axiom.KIND
+    PERTURBATION = perturbation.KIND
+    SIMILARITY = similarity.KIND
+
+
+BUILDERS: dict[str, Builder] = {
+    ReportKind.JUDGE_QUALITY: judge_quality.build,
+    ReportKind.AGREEMENT: agreement.build,
+    ReportKind.COCREATION: cocreation.build,
+    ReportKind.AXIOM: axiom.build,
+    ReportKind.PERTURBATION: perturbation.build,
+    ReportKind.SIMILARITY: similarity.build,
+}
+KINDS: tuple[ReportKind, ...] = tuple(ReportKind)
+
+# The cluster values each kind accepts (a builder refuses any other).
+CLUSTERS_OF: dict[str, tuple[str, ...]] = dict.fromkeys(KINDS, CLUSTERS) | {cocreation.KIND: cocreation.CLUSTERS}
+
+# Request fields a builder may take; ``filter`` (which rows) is the reports service's.
+REQUEST_FIELDS = ("judges", "conditions", "folds", "bootstrap", "cluster", "seed")
+
+
+class ReportParamError(MetricInputError):
+    """A report request that no builder can run; ``field`` names the request field at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def builder(kind: str) -> Builder:
+    """The builder of a report kind; ReportParamError naming ``kind`` for an unknown one."""
+    if kind not in BUILDERS:
+        raise ReportParamError("kind", f"unknown report kind {kind!r}; expected one of {', '.join(KINDS)}")
+    return BUILDERS[kind]
+
+
+def parameters(kind: str) -> tuple[str, ...]:
+    """The request fields the builder of ``kind`` takes (its keyword parameters among ``REQUEST_FIELDS``)."""
+    declared = inspect.signature(builder(kind)).parameters
+    return tuple(name for name in REQUEST_FIELDS if name in declared)
+
+
+def default_cluster(kind: str) -> str:
+    """The cluster a report of ``kind`` resamples when the request names none."""
+    return str(inspect.signature(builder(kind)).parameters["cluster"].default)
+
+
+def resolve_cluster(kind: str, cluster: str | None) -> str:
+    """The cluster a request gets: the one it names, or its kind's default; ReportParamError naming ``cluster``
+    when the kind does not take that one (co-creation intervals must not split a trajectory: no ``seed``)."""
+    chosen = default_cluster(kind) if cluster is None else cluster
+    if chosen not in CLUSTERS_OF[kind]:
+        raise ReportParamError(
+            "cluster", f"a {kind} report resamples one of {', '.join(CLUSTERS_OF[kind])}, not {chosen!r}"
+        )
+    return chosen
+
+
+def builder_arguments(kind: str, request: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments the builder of ``kind`` gets from a request: every field it declares that the request
+    gives (non-null); ``cluster`` is checked against the kind (:func:`resolve_cluster`)."""
+    arguments: dict[str, Any] = {}
+    for name in parameters(kind):
+        value = request.get(name)
+        if name == "cluster":
+            value = resolve_cluster(kind, value)
+        if value is not None:
+            arguments[name] = list(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
+    return arguments
+
+
+def build_report(kind: str, rows: Sequence[TidyRow], request: Mapping[str, Any]) -> Report:
+    """The report of ``kind`` over the tidy judgment table ``rows``, with the request's parameters."""
+    return builder(kind)(rows, **builder_arguments(kind, request))

@@ -1,0 +1,215 @@
+"""The ``perturbation`` report: does a judge notice injected defects? (paper 001, VI-B).
+
+Table: ``perturbation`` (``judge, condition, mutants, clusters, primary`` + arm discrimination, reactions per arm and
+the severity gradient). Plot: ``perturbation_shift``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from metrics.perturbation import PRIMARY_THRESHOLD, REACTION_DROP, primary_subset
+from metrics.reports.common import (
+    CLUSTERS,
+    LABELS,
+    Index,
+    TidyRow,
+    check_cluster,
+    cluster_of,
+    compute_cells,
+    interval_text,
+    names,
+    probability,
+    scored,
+)
+from metrics.reports.model import Cell, PerturbationShiftPlot, Report, Row, ShiftPanel
+
+KIND = "perturbation"
+TABLE_KEYS = (
+    "judge",
+    "condition",
+    "mutants",
+    "clusters",
+    "primary",
+    "arm_discrimination",
+    "semantic_share",
+    "semantic_reacted",
+    "control_share",
+    "control_reacted",
+    "severity_gradient",
+)
+
+
+def build(
+    rows: Sequence[TidyRow],
+    *,
+    judges: Sequence[str] | None = None,
+    conditions: Sequence[str] | None = None,
+    bootstrap: int = 2000,
+    cluster: str = "seed",
+    seed: int = 0,
+    primary_threshold: float = PRIMARY_THRESHOLD,
+    reaction_drop: float = REACTION_DROP,
+) -> Report:
+    """Defect sensitivity from the perturbation study (paper 001, VI-B), per judge x condition.
+
+    Mutants are rows with ``parent_attempt_id`` and ``arm``; the seed's probability is the same judge's (same
+    condition, repeat 0) for the parent attempt. Restricted to the primary subset (seed probability >=
+    ``primary_threshold``): arm discrimination A_j, reactions per arm (drop > ``reaction_drop``), severity
+    gradient; intervals resample seed programs (``cluster="seed"``, default; ``"trajectory"`` or ``"problem"`` of the
+    seed resample coarser units that never split a seed's mutants). Plot: mean drop by operator, per judge x
+    condition, with the control band = the central 95% of the control mutants' drops.
+    """
+    cluster = check_cluster(cluster, CLUSTERS, "perturbation")
+    index = Index(rows)
+    population = scored(rows, mutants=True)
+    judges = names(population, "judge", judges)
+    conditions = names(population, "condition", conditions)
+    report = Report(
+        KIND,
+        {
+            "judges": judges,
+            "conditions": conditions,
+            "bootstrap": bootstrap,
+            "cluster": cluster,
+            "seed": seed,
+            "primary_threshold": primary_threshold,
+            "reaction_drop": reaction_drop,
+        },
+    )
+    errors = report.errors
+    mutants = [r for r in population if r.get("parent_attempt_id") and r.get("arm") and probability(r) is not None]
+    table_rows: list[Row] = []
+    shift = PerturbationShiftPlot("Mean probability drop by operator (primary subset)")
+    if not mutants:
+        errors["perturbation"] = "no mutants: no scored row has a parent_attempt_id and an arm"
+    for judge in judges if mutants else []:
+        for condition in conditions:
+            seeds = index.prob.get((judge, condition), {})
+            chosen = [
+                m
+                for m in mutants
+                if m["judge"] == judge and m["condition"] == condition and str(m["parent_attempt_id"]) in seeds
+            ]
+            where = f"perturbation/{judge}/{condition}"
+            if not chosen:
+                errors[where] = "no mutant whose seed this judge scored under this condition"
+                continue
+            row, panel = _judge_condition(
+                judge,
+                condition,
+                chosen,
+                seeds,
+                where,
+                errors,
+                bootstrap,
+                cluster,
+                seed,
+                primary_threshold,
+                reaction_drop,
+            )
+            table_rows.append(row)
+            if panel is not None:
+                shift.panels[f"{judge} / {condition}"] = panel
+    report.add_table("perturbation", "Defect sensitivity (primary subset)", TABLE_KEYS, table_rows, LABELS)
+    if shift.panels:
+        report.plots["perturbation_shift"] = shift
+    report.add_section(
+        "perturbation",
+        "Does a judge notice injected defects?",
+        "Mutants are copies of accepted programs with one injected defect (semantic arm) or a harmless rewrite "
+        "(control arm). Only mutants whose original the judge itself scored as acceptable (probability >= "
+        f"{primary_threshold}) count. Arm discrimination is the chance that a semantic mutant's probability drops "
+        "more than a control mutant's (0.5 = no better than chance). Reacted counts mutants whose probability "
+        f"dropped by more than {reaction_drop}. The severity gradient is the Spearman correlation between the "
+        f"operator's severity and the drop. Brackets are 95% intervals from a {interval_text(cluster, bootstrap)}.",
+        ["perturbation"],
+        ["perturbation_shift"],
+        note=None
+        if mutants
+        else "No data: no scored mutant (an attempt with a parent_attempt_id and an arm) in the selected attempts.",
+    )
+    return report
+
+
+def _judge_condition(
+    judge: str,
+    condition: str,
+    chosen: list[TidyRow],
+    seeds: dict[str, float],
+    where: str,
+    errors: dict[str, str],
+    bootstrap: int,
+    cluster: str,
+    seed: int,
+    primary_threshold: float,
+    reaction_drop: float,
+) -> tuple[Row, ShiftPanel | None]:
+    """One judge x condition: its table row and its panel of the shift plot (None without a primary mutant)."""
+    y_score = [float(probability(m) or 0.0) for m in chosen]
+    seed_score = [seeds[str(m["parent_attempt_id"])] for m in chosen]
+    arms = [str(m["arm"]) for m in chosen]
+    severity = [None if m.get("severity") is None else float(m["severity"]) for m in chosen]
+    clusters = [cluster_of(m, cluster) for m in chosen]
+    primary = primary_subset(seed_score, primary_threshold).tolist()
+    cells, result = compute_cells(
+        ["arm_discrimination", "severity_gradient", "reactions"],
+        where,
+        errors,
+        bootstrap,
+        y_score=y_score,
+        params={
+            "seed_score": seed_score,
+            "arm": arms,
+            "severity": severity,
+            "primary_threshold": primary_threshold,
+            "reaction_drop": reaction_drop,
+        },
+        cluster=clusters,
+        seed=seed,
+    )
+    row: Row = {
+        "judge": judge,
+        "condition": condition,
+        "mutants": len(chosen),
+        "clusters": len(set(clusters)),
+        "primary": int(sum(primary)),
+        **cells,
+    }
+    reactions = result.get("values", {}).get("reactions") if result else None
+    if isinstance(reactions, dict):
+        rci = result.get("ci", {}).get("reactions", {}) or {}
+        for arm in ("semantic", "control"):
+            share = f"{arm}_share"
+            if share in reactions:
+                row[share] = Cell.of(float(reactions[share]), rci.get(share))
+                row[f"{arm}_reacted"] = f"{int(reactions[f'{arm}_reacted'])}/{int(reactions[f'{arm}_scored'])}"
+            else:
+                errors[f"{where}/{share}"] = f"no {arm} mutant in the primary subset"
+    elif result:
+        errors[f"{where}/reactions"] = result.get("errors", {}).get("reactions", "not computed")
+
+    # Plot data: mean drop by operator over the primary subset, and the control band.
+    drops: dict[str, list[float]] = {}
+    control: list[float] = []
+    for m, p, s, keep in zip(chosen, y_score, seed_score, primary, strict=True):
+        if not keep:
+            continue
+        drop = s - p
+        drops.setdefault(str(m.get("operator") or m["arm"]), []).append(drop)
+        if m["arm"] == "control":
+            control.append(drop)
+    if not drops:
+        return row, None
+    operators = sorted(drops)
+    arm_of = {str(m.get("operator") or m["arm"]): str(m["arm"]) for m in chosen}
+    band = np.percentile(control, [2.5, 97.5]) if control else None
+    return row, ShiftPanel(
+        operators=operators,
+        mean_drop=[float(np.mean(drops[o])) for o in operators],
+        count=[len(drops[o]) for o in operators],
+        arm=[arm_of[o] for o in operators],
+        control_band=None if band is None else (float(band[0]), float(band[1])),
+    )

@@ -1,0 +1,357 @@
+"""The attempt lifecycle, in one place: create (single, batch, mutant), claim a stage, finish a stage, fail.
+
+An attempt is `queued`, then `running` while any stage of its pipeline is left, then `done` or `failed`. Its
+`pipeline` (which stages, in order) is data chosen at creation (`pipeline_for`): execute -> judge for a judged
+attempt, execute alone otherwise. `stage` says where it is; the registry says which service and task run a
+stage, so the gateway, the workers and the reconciler all move attempts through these functions and none of
+them knows what comes next.
+
+Like services/kernel/jobs.py, every transition is a conditional UPDATE on (status, stage): a retried or
+duplicated task can never move an attempt twice, and only the write that ends an attempt counts toward its job.
+Callers commit; enqueueing the next stage (`enqueue_stage`) happens after the commit, and if Redis loses it the
+reconciler finds the attempt at its stage (registry.pending_attempts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from services.kernel import jobs, queue
+from services.kernel.contracts import (
+    LIVE_ATTEMPT_STATUSES,
+    LIVE_JOB_STATUSES,
+    Arm,
+    AttemptStatus,
+    Condition,
+    JobStatus,
+    Language,
+    Mode,
+    Stage,
+)
+from services.kernel.judges import configured_judges
+from services.kernel.models import Attempt, Job, Problem, new_id, utcnow
+from services.kernel.registry import STAGE_TASK
+from services.kernel.settings import get_settings
+
+Loc = list[str | int]
+
+
+class SubmissionError(ValueError):
+    """A submission that cannot be stored as given: `loc` names the field, `status` is the HTTP status the
+    gateway answers with (404 unknown problem, 409 conflicting content, 422 otherwise)."""
+
+    def __init__(self, loc: Loc, message: str, status: int = 422) -> None:
+        super().__init__(message)
+        self.loc = loc
+        self.message = message
+        self.status = status
+
+
+def content_hash(payload: Any) -> str:
+    """SHA-256 of canonical JSON: what "the same content" means for idempotent submissions."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def source_hash(source_code: str) -> str:
+    return hashlib.sha256(source_code.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# ---- problems ---------------------------------------------------------------------------------------------
+
+
+async def find_problem(session: AsyncSession, tenant: str, problem_id: str) -> Problem | None:
+    return await session.scalar(select(Problem).where(Problem.tenant == tenant, Problem.problem_id == problem_id))
+
+
+async def put_problem(
+    session: AsyncSession, tenant: str, problem_id: str | None, payload: dict[str, Any], loc: Loc
+) -> tuple[Problem, bool]:
+    """Store a problem (`payload`: the API's problem fields as JSON data, without the id), or return the stored
+    one with the same id and content (False). The same id with a different content is a 409."""
+    digest = content_hash(payload)
+    problem_id = problem_id or f"p_{digest[:16]}"
+    existing = await find_problem(session, tenant, problem_id)
+    if existing is not None:
+        if existing.content_hash != digest:
+            raise SubmissionError([*loc, "problem_id"], f"problem {problem_id!r} exists with different content", 409)
+        return existing, False
+    problem = Problem(
+        tenant=tenant,
+        problem_id=problem_id,
+        content_hash=digest,
+        title=payload["title"],
+        statement=payload["statement"],
+        mode=payload["mode"],
+        entry_point=payload["entry_point"],
+        tests=payload["tests"],
+        checker=payload["checker"],
+        limits=payload["limits"],
+        references=payload["references"],
+        input_spec=payload["input_spec"],
+    )
+    session.add(problem)
+    await session.flush()
+    return problem, True
+
+
+# ---- creating attempts ------------------------------------------------------------------------------------
+
+
+def pipeline_for(judges: Sequence[str]) -> list[Stage]:
+    """The stages of a new attempt: it is executed, then judged if any judge is due."""
+    return [Stage.EXECUTE, Stage.JUDGE] if judges else [Stage.EXECUTE]
+
+
+def resolve_judging(
+    judges: Sequence[str] | None, conditions: Sequence[str] | None, loc: Loc
+) -> tuple[list[str], list[str]]:
+    """The judges (default: every enabled configured judge) and conditions (default: settings) for an attempt."""
+    settings = get_settings()
+    configured = {j.name: j for j in configured_judges(str(settings.judges_file) if settings.judges_file else None)}
+    if judges is None:
+        chosen = [name for name, judge in configured.items() if judge.enabled]
+    else:
+        unknown = [name for name in judges if name not in configured or not configured[name].enabled]
+        if unknown:
+            raise SubmissionError(loc, f"unknown or disabled judge(s): {', '.join(unknown)}; see GET /v1/judges")
+        chosen = list(dict.fromkeys(judges))
+    return chosen, [Condition(c) for c in dict.fromkeys(conditions or settings.default_conditions)]
+
+
+@dataclass(frozen=True)
+class NewAttempt:
+    """A submitted program, as the gateway validated it. `content` is what makes two submissions with one
+    `attempt_uid` "the same" (hashed with the problem's identity)."""
+
+    language: Language
+    source_code: str
+    content: dict[str, Any]
+    attempt_uid: str | None = None
+    participant: str | None = None
+    turn: int | None = None
+    submitted_at: datetime | None = None
+    context: str | None = None
+    label: dict[str, Any] | None = None
+    judges: Sequence[str] | None = None
+    conditions: Sequence[str] | None = None
+    repeats: int = 1
+
+
+async def create_attempt(
+    session: AsyncSession, tenant: str, problem: Problem, spec: NewAttempt, job_id: str, loc: Loc
+) -> tuple[Attempt, bool]:
+    """Store an attempt (flush, no commit), queued at the first stage of its pipeline. The same `attempt_uid`
+    with the same content returns the stored one (False); with another content it is a 409."""
+    if problem.mode == Mode.FUNCTION and spec.language != Language.PYTHON:
+        raise SubmissionError([*loc, "language"], "function-mode problems accept Python only")
+    judges, conditions = resolve_judging(spec.judges, spec.conditions, [*loc, "judges"])
+    digest = content_hash({**spec.content, "problem": [problem.problem_id, problem.content_hash]})
+    if spec.attempt_uid is not None:
+        existing = await session.scalar(
+            select(Attempt).where(Attempt.tenant == tenant, Attempt.attempt_uid == spec.attempt_uid)
+        )
+        if existing is not None:
+            if existing.content_hash != digest:
+                raise SubmissionError(
+                    [*loc, "attempt_uid"],
+                    f"attempt_uid {spec.attempt_uid!r} was submitted with different content",
+                    409,
+                )
+            return existing, False
+    pipeline = pipeline_for(judges)
+    attempt = Attempt(
+        attempt_id=new_id("att"),
+        attempt_uid=spec.attempt_uid,
+        tenant=tenant,
+        problem_pk=problem.id,
+        language=spec.language,
+        source_code=spec.source_code,
+        source_hash=source_hash(spec.source_code),
+        content_hash=digest,
+        participant=spec.participant,
+        turn=spec.turn,
+        submitted_at=spec.submitted_at,
+        context=spec.context,
+        label=spec.label,
+        judges=judges,
+        conditions=conditions,
+        repeats=spec.repeats,
+        job_id=job_id,
+        status=AttemptStatus.QUEUED,
+        pipeline=pipeline,
+        stage=pipeline[0],
+    )
+    session.add(attempt)
+    await session.flush()
+    return attempt, True
+
+
+@dataclass(frozen=True)
+class NewMutant:
+    """A program derived from a parent attempt by one operator (paper 001, V-D): the defect or control arm,
+    the operator's severity (semantic arm only), and whether the edit sits in a guard the problem's
+    constraints may never reach. `provenance` is anything else the generator records (site, diff)."""
+
+    source_code: str
+    operator: str
+    arm: Arm
+    severity: float | None = None
+    guard_context: bool | None = None
+    judges: Sequence[str] = ()
+    conditions: Sequence[str] = (Condition.BLIND,)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+async def create_mutant(session: AsyncSession, parent: Attempt, spec: NewMutant, job_id: str) -> tuple[Attempt, bool]:
+    """Store a mutant of `parent` (flush, no commit): an attempt on the same problem and language, linked to its
+    parent, with no participant (it is synthetic, so no participant's history or panel counts it). The same
+    operator producing the same source for the same parent returns the stored mutant (False)."""
+    digest = source_hash(spec.source_code)
+    uid = f"mutant:{parent.attempt_id}:{spec.operator}:{digest[:24]}"
+    existing = await session.scalar(select(Attempt).where(Attempt.tenant == parent.tenant, Attempt.attempt_uid == uid))
+    if existing is not None:
+        return existing, False
+    judges = list(dict.fromkeys(spec.judges))
+    pipeline = pipeline_for(judges)
+    mutant = Attempt(
+        attempt_id=new_id("att"),
+        attempt_uid=uid,
+        tenant=parent.tenant,
+        problem_pk=parent.problem_pk,
+        language=parent.language,
+        source_code=spec.source_code,
+        source_hash=digest,
+        content_hash=content_hash({"parent": parent.attempt_id, "operator": spec.operator, "source": digest}),
+        label={"mutant": spec.provenance} if spec.provenance else None,
+        judges=judges,
+        conditions=[Condition(c) for c in dict.fromkeys(spec.conditions)],
+        repeats=1,
+        parent_attempt_id=parent.attempt_id,
+        operator=spec.operator,
+        arm=spec.arm,
+        severity=spec.severity,
+        guard_context=spec.guard_context,
+        job_id=job_id,
+        status=AttemptStatus.QUEUED,
+        pipeline=pipeline,
+        stage=pipeline[0],
+    )
+    session.add(mutant)
+    await session.flush()
+    return mutant, True
+
+
+# ---- moving through the pipeline --------------------------------------------------------------------------
+
+
+async def enqueue_stage(attempt_id: str, stage: str) -> bool:
+    """Put the task that runs `stage` of an attempt on its queue (after the commit that moved it there)."""
+    return await queue.enqueue(STAGE_TASK[Stage(stage)], attempt_id)
+
+
+async def enqueue_first_stages(attempts: Sequence[Attempt]) -> None:
+    """Enqueue new attempts at their first stage. Their rows are committed: if Redis is down now, the
+    reconciler enqueues them later, so a failure here is not the client's."""
+    try:
+        for attempt in attempts:
+            if attempt.stage is not None:
+                await enqueue_stage(attempt.attempt_id, attempt.stage)
+    except Exception:  # noqa: BLE001 - the database holds the work; the reconciler retries
+        pass
+
+
+async def _job_cancelled(session: AsyncSession, job_id: str | None) -> bool:
+    status = await session.scalar(select(Job.status).where(Job.job_id == job_id)) if job_id else None
+    return status == JobStatus.CANCELLED
+
+
+async def _end_cancelled(session: AsyncSession, attempt_id: str, stage: str) -> None:
+    """A live attempt of a cancelled job ends `failed` where it stands, rather than wait for a stage nobody will
+    run (the reconciler leaves cancelled jobs alone). What it already did (its execution) is kept."""
+    await session.execute(
+        update(Attempt)
+        .where(Attempt.attempt_id == attempt_id, Attempt.status.in_(LIVE_ATTEMPT_STATUSES), Attempt.stage == stage)
+        .values(status=AttemptStatus.FAILED, stage=None, finished_at=utcnow())
+    )
+
+
+async def claim(session: AsyncSession, attempt_id: str, stage: Stage) -> Attempt | None:
+    """Start `stage` of a live attempt: it becomes `running`, and its job too. None if the attempt is not at
+    that stage (already past it: a duplicate task) or has ended; an attempt of a cancelled job is ended
+    (`failed`) instead. A retried task claims a stage it already claimed: the work is redone, its result
+    written idempotently."""
+    attempt = await session.get(Attempt, attempt_id)
+    if attempt is None or attempt.status not in LIVE_ATTEMPT_STATUSES or attempt.stage != stage:
+        return None
+    job = await session.get(Job, attempt.job_id) if attempt.job_id else None
+    if job is not None and job.status == JobStatus.CANCELLED:
+        await _end_cancelled(session, attempt_id, stage)
+        return None
+    # Conditional, so a cancel that landed since the read wins. Lock order everywhere: attempt, then job.
+    claimed = await session.execute(
+        update(Attempt)
+        .where(Attempt.attempt_id == attempt_id, Attempt.status.in_(LIVE_ATTEMPT_STATUSES), Attempt.stage == stage)
+        .values(status=AttemptStatus.RUNNING)
+    )
+    if not claimed.rowcount:  # type: ignore[attr-defined]
+        return None
+    if job is not None and job.status in LIVE_JOB_STATUSES:
+        await jobs.mark_running(session, job.job_id)
+    await session.refresh(attempt)
+    return attempt
+
+
+def next_stage(pipeline: Sequence[str], stage: str) -> Stage | None:
+    """The stage after `stage` in a pipeline; None when it was the last (or, for a row whose pipeline does not
+    name it, the only one we know of: the attempt ends rather than loop)."""
+    stages = list(pipeline)
+    if stage not in stages:
+        return None
+    position = stages.index(stage)
+    return Stage(stages[position + 1]) if position + 1 < len(stages) else None
+
+
+async def finish_stage(
+    session: AsyncSession, attempt_id: str, stage: Stage, **values: Any
+) -> tuple[bool, Stage | None]:
+    """End `stage` of an attempt, storing `values` (e.g. the verdict) on it. Returns (moved, next): `moved` is
+    False when the attempt was no longer at that stage (a duplicate or a cancel won); `next` is the stage to
+    enqueue, None when the attempt is done. Only the write that ends the attempt counts toward its job. An
+    attempt whose job was cancelled meanwhile keeps `values` and ends `failed` instead of moving on."""
+    attempt = await session.get(Attempt, attempt_id)
+    if attempt is None:
+        return False, None
+    following = next_stage(attempt.pipeline or [stage], stage)
+    at_stage = (Attempt.attempt_id == attempt_id, Attempt.status.in_(LIVE_ATTEMPT_STATUSES), Attempt.stage == stage)
+    if following is not None:
+        moved = await session.execute(update(Attempt).where(*at_stage).values(stage=following, **values))
+        if moved.rowcount and await _job_cancelled(session, attempt.job_id):  # type: ignore[attr-defined]
+            await _end_cancelled(session, attempt_id, following)
+            return True, None
+        return bool(moved.rowcount), following  # type: ignore[attr-defined]
+    moved = await session.execute(
+        update(Attempt).where(*at_stage).values(status=AttemptStatus.DONE, stage=None, finished_at=utcnow(), **values)
+    )
+    if moved.rowcount and attempt.job_id:  # type: ignore[attr-defined]
+        await jobs.add_progress(session, attempt.job_id)
+    return bool(moved.rowcount), None  # type: ignore[attr-defined]
+
+
+async def cancel_queued(session: AsyncSession, job_id: str) -> int:
+    """Fail the attempts of a job that no stage has claimed yet (the job is being cancelled); running ones
+    finish their stage and stop there (claim refuses the next stage of a cancelled job)."""
+    result = await session.execute(
+        update(Attempt)
+        .where(Attempt.job_id == job_id, Attempt.status == AttemptStatus.QUEUED)
+        .values(status=AttemptStatus.FAILED, stage=None, finished_at=utcnow())
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
