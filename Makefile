@@ -22,6 +22,7 @@ lint: setup
 bench: setup
 	.venv/bin/python bench/run.py
 	.venv/bin/python bench/bench_judge.py
+	.venv/bin/python bench/bench_perturb.py
 
 clean:
 	rm -rf .venv .tribunal .pytest_cache .mypy_cache .ruff_cache

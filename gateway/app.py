@@ -11,7 +11,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import errors
 from gateway.errors import problem_response
-from gateway.routes import attempts, executions, jobs, judges, keys, languages, metrics, ops, problems, reports
+from gateway.routes import (
+    attempts,
+    benchmarks,
+    executions,
+    jobs,
+    judges,
+    keys,
+    languages,
+    metrics,
+    ops,
+    perturbations,
+    problems,
+    reports,
+)
 from services.kernel import queue, telemetry
 from services.kernel.db import dispose_engine, init_engine
 from services.kernel.judges import configured_judges
@@ -109,7 +122,8 @@ def create_app() -> FastAPI:
         lifespan=_lifespan,
     )
     errors.install(app)
-    for module in (keys, problems, attempts, jobs, executions, languages, judges, metrics, reports, ops):
+    routers = (keys, problems, attempts, jobs, executions, languages, judges, metrics, reports, perturbations)
+    for module in (*routers, benchmarks, ops):
         app.include_router(module.router)
     app.add_middleware(MetricsMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=get_settings().max_body_bytes)

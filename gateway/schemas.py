@@ -219,6 +219,10 @@ class AttemptOut(BaseModel):
     submitted_at: datetime | None
     parent_attempt_id: str | None
     operator: str | None
+    arm: str | None = None
+    severity: float | None = None
+    guard_context: bool | None = None
+    mutation: dict[str, Any] | None = None
     job_id: str | None
     created_at: datetime
     finished_at: datetime | None

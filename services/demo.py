@@ -369,6 +369,75 @@ def judge_quality_report(client: httpx.Client, out: Path) -> None:
     console.print(f"report page: {out.resolve()}  (JSON: {report['report_id']}; ROC and reliability plots inside)")
 
 
+# The perturbation act: this many accepted canonical solutions serve as seeds. Two offline judges: one that runs
+# the public tests (it should notice defects) and one that reads style (it should not).
+PERTURB_SEEDS = 30
+PERTURB_JUDGES = ["sample_tests", "lint"]
+
+
+def perturbation_act(client: httpx.Client, finished: list[dict[str, Any]], out: Path) -> int:
+    """Perturb accepted canonical solutions with the Python operators, verify every mutant by execution, judge
+    mutants and seeds under blind, then print the perturbation report (paper 001 VI-B) and save its page. Returns
+    how many control mutants failed a test (operator bugs; there should be none)."""
+    seeds = [
+        f["view"]["attempt_id"] for f in finished if f["kind"] == "canonical" and f["view"]["verdict"] == Verdict.AC
+    ]
+    seeds = seeds[:PERTURB_SEEDS]
+    body = {"attempt_ids": seeds, "judge": True, "judges": PERTURB_JUDGES, "seed": 0}
+    response = client.post("/v1/perturbations", json=body)
+    response.raise_for_status()
+    job_id = response.json()["job_id"]
+    started = time.perf_counter()
+    with _progress() as progress:
+        bar = progress.add_task(f"perturbing {len(seeds)} accepted solutions", total=None)
+        while (job := client.get(f"/v1/perturbations/{job_id}").json())["status"] in LIVE_JOB_STATUSES:
+            progress.update(bar, completed=job["progress"]["done"], total=max(job["progress"]["total"], 1))
+            time.sleep(0.2)
+        progress.update(bar, completed=job["progress"]["done"], total=max(job["progress"]["total"], 1))
+    mutants = job["mutants"]
+    elapsed = time.perf_counter() - started
+    console.print(f"{len(mutants)} mutants made, run and judged in {elapsed:.1f} s")
+    table = Table(title="Mutants by operator: verified by execution on the problem's tests")
+    for column in ("operator", "arm", "severity", "mutants", "fail a test", "does not compile", "in a guard"):
+        table.add_column(column, justify="left" if column in ("operator", "arm") else "right")
+    by_operator: dict[str, list[dict[str, Any]]] = {}
+    for mutant in mutants:
+        by_operator.setdefault(mutant["operator"], []).append(mutant)
+    for name, group in sorted(by_operator.items(), key=lambda item: (item[1][0]["arm"], item[0])):
+        ran = [m for m in group if (m["verification"] or {}).get("verified")]
+        table.add_row(
+            name,
+            group[0]["arm"],
+            "" if group[0]["severity"] is None else f"{group[0]['severity']:g}",
+            str(len(group)),
+            f"{sum(m['verdict'] != Verdict.AC for m in ran)}/{len(ran)}",
+            str(sum(not (m["verification"] or {}).get("compiles", True) for m in group)),
+            str(sum(bool(m["guard_context"]) for m in group)),
+        )
+    console.print(table)
+    operator_bugs = sum(bool((m["verification"] or {}).get("operator_bug")) for m in mutants)
+    with console.status("computing the perturbation report (seed-clustered bootstrap) ..."):
+        accepted = client.post("/v1/reports", json={"kind": "perturbation", "bootstrap": 1000}).json()
+        while (report_job := client.get(f"/v1/jobs/{accepted['job_id']}").json())["status"] in LIVE_JOB_STATUSES:
+            time.sleep(0.2)
+    if report_job["status"] != JobStatus.SUCCEEDED:
+        console.print(f"[red]perturbation report failed[/]: {report_job['error']}")
+        return operator_bugs
+    report = client.get(f"/v1/reports/{accepted['report_id']}").json()
+    result = Table(title="Does a judge notice injected defects? (primary subset, 95% seed-clustered intervals)")
+    # No severity gradient here: the Python (MutPy) operators have no severity; paper 001's four do (C, C++, Java).
+    columns = ("arm_discrimination", "arm_discrimination_without_guard", "semantic_share", "control_share")
+    labels = ("A_j", "A_j without guard", "semantic reacted", "control reacted")
+    for column in ("judge", "mutants", "primary", *labels):
+        result.add_column(column, justify="left" if column == "judge" else "right")
+    for row in report["result"]["tables"]["perturbation"]["rows"]:
+        result.add_row(row["judge"], str(row["mutants"]), str(row["primary"]), *(_cell(row, c) for c in columns))
+    console.print(result)
+    out.write_text(client.get(report["html"]).text)
+    console.print(f"perturbation report page: {out.resolve()}  (shift plot inside)")
+    return operator_bugs
+
+
 def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool = False) -> int:
     workdir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="tribunal-demo-"))
     console.print(f"[bold]Tribunal demo[/]: starting the embedded stack in {workdir}")
@@ -383,6 +452,7 @@ def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool 
             print_judges(finished)
             page_dir = Path(data_dir) if data_dir else Path.cwd()
             judge_quality_report(client, page_dir / "tribunal-demo-report.html")
+            operator_bugs = perturbation_act(client, finished, page_dir / "tribunal-demo-perturbation.html")
     finally:
         stack.stop()
         if not keep and data_dir is None:
@@ -393,4 +463,6 @@ def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool 
         if not canonical_failures
         else f"[bold red]{canonical_failures} canonical solutions not accepted[/]"
     )
-    return 1 if canonical_failures or mismatches else 0
+    if operator_bugs:
+        console.print(f"[bold red]{operator_bugs} control mutants failed a test: an operator changed behaviour[/]")
+    return 1 if canonical_failures or mismatches or operator_bugs else 0

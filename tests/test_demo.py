@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from services.demo import VARIANTS, humaneval_problems
 
 
+@pytest.mark.timeout(600)  # the whole demo, perturbation act included, on a fresh stack
 def test_demo_accepts_canonical_solutions_and_catches_every_variant(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "services.cli", "demo", "--limit", "10", "--data-dir", str(tmp_path / "demo")],
@@ -22,6 +25,10 @@ def test_demo_accepts_canonical_solutions_and_catches_every_variant(tmp_path: Pa
     assert "Judge quality against the verdicts" in result.stdout
     page = (tmp_path / "demo" / "tribunal-demo-report.html").read_text()
     assert "data:image/png;base64," in page
+    # The perturbation act: verified mutants, judged, and the perturbation report with its shift plot.
+    assert "Mutants by operator" in result.stdout and "Does a judge notice injected defects?" in result.stdout
+    perturbation_page = (tmp_path / "demo" / "tribunal-demo-perturbation.html").read_text()
+    assert "data:image/png;base64," in perturbation_page
 
 
 def test_wrong_value_variant_keeps_recursion_working() -> None:

@@ -38,6 +38,17 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("judge/offline.py", "_pylint", "stdout"): "parsed; only pylint symbols matching an id pattern, types, lines kept",
     ("judge/offline.py", "_cppcheck", "stderr"): "parsed XML; only ids matching a pattern, severities, lines kept",
     ("gateway/submissions.py", "_attempt_json", "compile_output"): "the sanitised build output, in the response",
+    ("services/mutation/__main__.py", "main", "stdout"): "sys.stdout: where the child writes its JSON answer",
+    ("services/perturb/axiom/calibration.py", "execution_report", "compile_output"): (
+        "the sanitised build output of the program, clipped, in the calibration report"
+    ),
+    ("services/perturb/axiom/calibration.py", "execution_report", "stdout"): (
+        "a public test's output only (hidden tests' are blanked), clipped"
+    ),
+    ("services/perturb/axiom/calibration.py", "execution_report", "stderr"): "same: public tests only, clipped",
+    ("services/perturb/worker.py", "prepare_calibration", "compile_output"): (
+        "the stored, sanitised build output, passed to the calibration report"
+    ),
 }
 
 
@@ -69,6 +80,10 @@ REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
     ),
     ("services/kernel/embedded.py", "start", "Popen"): "redis-server for `tribunal up`; output to its log file",
     ("services/stack.py", "_spawn", "Popen"): "the platform's own gateway and workers; output to log files",
+    ("services/perturb/isolation.py", "generate_isolated", "create_subprocess_exec"): (
+        "our own `python -I -m services.mutation`: parses (never runs) a seed under its own rlimits, no inherited "
+        "environment, killed after a wall limit; its answer is JSON data, validated into Mutant"
+    ),
 }
 
 

@@ -69,6 +69,8 @@ LABELS = {
     "mutants": "Mutants",
     "primary": "Primary subset",
     "arm_discrimination": "Arm discrimination A_j",
+    "guard_mutants": "Semantic mutants in a guard context",
+    "arm_discrimination_without_guard": "A_j without guard-context mutants",
     "semantic_share": "Semantic reacted share",
     "semantic_reacted": "Semantic reacted",
     "control_share": "Control reacted share",

@@ -27,6 +27,7 @@ from metrics.reports.common import (
 from metrics.reports.model import Cell, PerturbationShiftPlot, Report, Row, ShiftPanel
 
 KIND = "perturbation"
+SYNTHESIZED_PREFIX = "axiom:"
 TABLE_KEYS = (
     "judge",
     "condition",
@@ -34,6 +35,8 @@ TABLE_KEYS = (
     "clusters",
     "primary",
     "arm_discrimination",
+    "guard_mutants",
+    "arm_discrimination_without_guard",
     "semantic_share",
     "semantic_reacted",
     "control_share",
@@ -80,7 +83,16 @@ def build(
         },
     )
     errors = report.errors
-    mutants = [r for r in population if r.get("parent_attempt_id") and r.get("arm") and probability(r) is not None]
+    # AXIOM's synthesized programs (operator "axiom:...") are derived attempts with an arm too; they are the axiom
+    # report's, not a perturbation study's.
+    mutants = [
+        r
+        for r in population
+        if r.get("parent_attempt_id")
+        and r.get("arm")
+        and not str(r.get("operator") or "").startswith(SYNTHESIZED_PREFIX)
+        and probability(r) is not None
+    ]
     table_rows: list[Row] = []
     shift = PerturbationShiftPlot("Mean probability drop by operator (primary subset)")
     if not mutants:
@@ -154,22 +166,39 @@ def _judge_condition(
     severity = [None if m.get("severity") is None else float(m["severity"]) for m in chosen]
     clusters = [cluster_of(m, cluster) for m in chosen]
     primary = primary_subset(seed_score, primary_threshold).tolist()
+    params = {"seed_score": seed_score, "arm": arms, "primary_threshold": primary_threshold}
     cells, result = compute_cells(
-        ["arm_discrimination", "severity_gradient", "reactions"],
+        ["arm_discrimination", "reactions"],
         where,
         errors,
         bootstrap,
         y_score=y_score,
-        params={
-            "seed_score": seed_score,
-            "arm": arms,
-            "severity": severity,
-            "primary_threshold": primary_threshold,
-            "reaction_drop": reaction_drop,
-        },
+        params={**params, "reaction_drop": reaction_drop},
         cluster=clusters,
         seed=seed,
     )
+    # The severity gradient is defined over operators with a severity (paper 001's four): semantic mutants of an
+    # operator without one (the MutPy operators) are left out of it, and only of it.
+    graded = [a != "semantic" or s is not None for a, s in zip(arms, severity, strict=True)]
+    if any(a == "semantic" and g for a, g in zip(arms, graded, strict=True)):
+        gradient, _ = compute_cells(
+            ["severity_gradient"],
+            where,
+            errors,
+            bootstrap,
+            y_score=[v for v, g in zip(y_score, graded, strict=True) if g],
+            params={
+                "seed_score": [v for v, g in zip(seed_score, graded, strict=True) if g],
+                "arm": [v for v, g in zip(arms, graded, strict=True) if g],
+                "severity": [v for v, g in zip(severity, graded, strict=True) if g],
+                "primary_threshold": primary_threshold,
+            },
+            cluster=[v for v, g in zip(clusters, graded, strict=True) if g],
+            seed=seed,
+        )
+        cells.update(gradient)
+    else:
+        errors[f"{where}/severity_gradient"] = "no semantic mutant of an operator with a severity (paper 001's four)"
     row: Row = {
         "judge": judge,
         "condition": condition,
@@ -178,6 +207,27 @@ def _judge_condition(
         "primary": int(sum(primary)),
         **cells,
     }
+    # The guard-excluded variant (paper 001 VI-B4): semantic mutants whose edit sits in a guard condition the
+    # problem's constraints may never reach are set aside, controls kept.
+    guard = [m.get("arm") == "semantic" and bool(m.get("guard_context")) for m in chosen]
+    row["guard_mutants"] = int(sum(guard))
+    keep = [not g for g in guard]
+    unguarded, _ = compute_cells(
+        ["arm_discrimination"],
+        f"{where}/without_guard",
+        errors,
+        bootstrap,
+        y_score=[v for v, k in zip(y_score, keep, strict=True) if k],
+        params={
+            "seed_score": [v for v, k in zip(seed_score, keep, strict=True) if k],
+            "arm": [v for v, k in zip(arms, keep, strict=True) if k],
+            "primary_threshold": primary_threshold,
+        },
+        cluster=[v for v, k in zip(clusters, keep, strict=True) if k],
+        seed=seed,
+    )
+    if "arm_discrimination" in unguarded:
+        row["arm_discrimination_without_guard"] = unguarded["arm_discrimination"]
     reactions = result.get("values", {}).get("reactions") if result else None
     if isinstance(reactions, dict):
         rci = result.get("ci", {}).get("reactions", {}) or {}

@@ -43,6 +43,9 @@ from services.kernel.settings import get_settings
 
 Loc = list[str | int]
 
+# Mutants' attempt_uids start with this; a client's may not (it could otherwise stand in for a mutant).
+MUTANT_UID_PREFIX = "mutant:"
+
 
 class SubmissionError(ValueError):
     """A submission that cannot be stored as given: `loc` names the field, `status` is the HTTP status the
@@ -106,9 +109,11 @@ async def put_problem(
 # ---- creating attempts ------------------------------------------------------------------------------------
 
 
-def pipeline_for(judges: Sequence[str]) -> list[Stage]:
-    """The stages of a new attempt: it is executed, then judged if any judge is due."""
-    return [Stage.EXECUTE, Stage.JUDGE] if judges else [Stage.EXECUTE]
+def pipeline_for(judges: Sequence[str], *, mutant: bool = False) -> list[Stage]:
+    """The stages of a new attempt: it is executed, a mutant's execution is verified against its arm, and then
+    it is judged if any judge is due."""
+    stages = [Stage.EXECUTE, Stage.VERIFY] if mutant else [Stage.EXECUTE]
+    return [*stages, Stage.JUDGE] if judges else stages
 
 
 def resolve_judging(
@@ -153,6 +158,8 @@ async def create_attempt(
     with the same content returns the stored one (False); with another content it is a 409."""
     if problem.mode == Mode.FUNCTION and spec.language != Language.PYTHON:
         raise SubmissionError([*loc, "language"], "function-mode problems accept Python only")
+    if spec.attempt_uid is not None and spec.attempt_uid.startswith(MUTANT_UID_PREFIX):
+        raise SubmissionError([*loc, "attempt_uid"], f"the prefix {MUTANT_UID_PREFIX!r} is reserved for mutants")
     judges, conditions = resolve_judging(spec.judges, spec.conditions, [*loc, "judges"])
     digest = content_hash({**spec.content, "problem": [problem.problem_id, problem.content_hash]})
     if spec.attempt_uid is not None:
@@ -199,7 +206,8 @@ async def create_attempt(
 class NewMutant:
     """A program derived from a parent attempt by one operator (paper 001, V-D): the defect or control arm,
     the operator's severity (semantic arm only), and whether the edit sits in a guard the problem's
-    constraints may never reach. `provenance` is anything else the generator records (site, diff)."""
+    constraints may never reach. `mutation` is what else the generator records (site, diff, seed), stored in
+    the attempt's `mutation` column; verification adds its findings there."""
 
     source_code: str
     operator: str
@@ -208,20 +216,28 @@ class NewMutant:
     guard_context: bool | None = None
     judges: Sequence[str] = ()
     conditions: Sequence[str] = (Condition.BLIND,)
-    provenance: dict[str, Any] = field(default_factory=dict)
+    mutation: dict[str, Any] = field(default_factory=dict)
 
 
 async def create_mutant(session: AsyncSession, parent: Attempt, spec: NewMutant, job_id: str) -> tuple[Attempt, bool]:
     """Store a mutant of `parent` (flush, no commit): an attempt on the same problem and language, linked to its
-    parent, with no participant (it is synthetic, so no participant's history or panel counts it). The same
-    operator producing the same source for the same parent returns the stored mutant (False)."""
+    parent, with no participant (it is synthetic, so no participant's history or panel counts it). Within one
+    job, the same operator producing the same source for the same parent returns the stored mutant (False), so a
+    retried generation creates nothing twice; another job gets mutants of its own."""
     digest = source_hash(spec.source_code)
-    uid = f"mutant:{parent.attempt_id}:{spec.operator}:{digest[:24]}"
-    existing = await session.scalar(select(Attempt).where(Attempt.tenant == parent.tenant, Attempt.attempt_uid == uid))
+    uid = f"{MUTANT_UID_PREFIX}{job_id}:{parent.attempt_id}:{spec.operator}:{digest[:24]}"
+    existing = await session.scalar(
+        select(Attempt).where(
+            Attempt.tenant == parent.tenant,
+            Attempt.attempt_uid == uid,
+            Attempt.parent_attempt_id == parent.attempt_id,
+            Attempt.job_id == job_id,
+        )
+    )
     if existing is not None:
         return existing, False
     judges = list(dict.fromkeys(spec.judges))
-    pipeline = pipeline_for(judges)
+    pipeline = pipeline_for(judges, mutant=True)
     mutant = Attempt(
         attempt_id=new_id("att"),
         attempt_uid=uid,
@@ -231,7 +247,7 @@ async def create_mutant(session: AsyncSession, parent: Attempt, spec: NewMutant,
         source_code=spec.source_code,
         source_hash=digest,
         content_hash=content_hash({"parent": parent.attempt_id, "operator": spec.operator, "source": digest}),
-        label={"mutant": spec.provenance} if spec.provenance else None,
+        mutation=dict(spec.mutation),
         judges=judges,
         conditions=[Condition(c) for c in dict.fromkeys(spec.conditions)],
         repeats=1,
@@ -321,16 +337,17 @@ def next_stage(pipeline: Sequence[str], stage: str) -> Stage | None:
 
 
 async def finish_stage(
-    session: AsyncSession, attempt_id: str, stage: Stage, **values: Any
+    session: AsyncSession, attempt_id: str, stage: Stage, *, last: bool = False, **values: Any
 ) -> tuple[bool, Stage | None]:
     """End `stage` of an attempt, storing `values` (e.g. the verdict) on it. Returns (moved, next): `moved` is
     False when the attempt was no longer at that stage (a duplicate or a cancel won); `next` is the stage to
     enqueue, None when the attempt is done. Only the write that ends the attempt counts toward its job. An
-    attempt whose job was cancelled meanwhile keeps `values` and ends `failed` instead of moving on."""
+    attempt whose job was cancelled meanwhile keeps `values` and ends `failed` instead of moving on. `last`
+    ends the pipeline here (a mutant that does not compile is not judged)."""
     attempt = await session.get(Attempt, attempt_id)
     if attempt is None:
         return False, None
-    following = next_stage(attempt.pipeline or [stage], stage)
+    following = None if last else next_stage(attempt.pipeline or [stage], stage)
     at_stage = (Attempt.attempt_id == attempt_id, Attempt.status.in_(LIVE_ATTEMPT_STATUSES), Attempt.stage == stage)
     if following is not None:
         moved = await session.execute(update(Attempt).where(*at_stage).values(stage=following, **values))

@@ -72,6 +72,7 @@ class Stage(StrEnum):
     `pipeline` column, chosen when it is created (services/kernel/attempts.py)."""
 
     EXECUTE = "execute"  # compile and run the tests (executor)
+    VERIFY = "verify"  # a mutant's execution checked against its arm; a mutant that does not compile ends here
     JUDGE = "judge"  # every judge x condition x repeat it is due (judge)
 
 
@@ -101,6 +102,8 @@ class JobKind(StrEnum):
     EXECUTE_DIRECT = "execute_direct"
     JUDGE = "judge"
     REPORT = "report"
+    PERTURB = "perturb"
+    SYNTHESIZE = "synthesize"
 
 
 class Condition(StrEnum):

@@ -117,6 +117,17 @@ async def count_unit_once(session: AsyncSession, job_id: str, unit: str) -> bool
     return True
 
 
+async def add_total(session: AsyncSession, job_id: str, more: int) -> None:
+    """Grow a live job's total by units discovered while it runs (a seed's mutants); callers add each once, in
+    the transaction that creates the units."""
+    if more:
+        await session.execute(
+            update(Job)
+            .where(Job.job_id == job_id, Job.status.in_(LIVE_JOB_STATUSES))
+            .values(progress_total=Job.progress_total + more)
+        )
+
+
 def job_view(job: Job) -> dict[str, Any]:
     """The public JSON shape of a job (api.md)."""
     return {

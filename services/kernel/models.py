@@ -102,6 +102,7 @@ class Attempt(Base):
         Index("ix_attempt_tenant_participant", "tenant", "participant"),
         Index("ix_attempt_tenant_created", "tenant", "created_at", "attempt_id"),
         Index("ix_attempt_status_stage", "status", "stage"),
+        Index("ix_attempt_parent", "parent_attempt_id"),
     )
 
     attempt_id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -126,6 +127,8 @@ class Attempt(Base):
     arm: Mapped[str | None] = mapped_column(String(16), default=None)
     severity: Mapped[float | None] = mapped_column(Float, default=None)
     guard_context: Mapped[bool | None] = mapped_column(Boolean, default=None)
+    # A mutant's record: seed, site, diff, and what verification found (services/perturb).
+    mutation: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     job_id: Mapped[str | None] = mapped_column(String(40), default=None, index=True)
     status: Mapped[str] = mapped_column(String(16), default=AttemptStatus.QUEUED)
     # The stages it goes through, in order (contracts.Stage), and the one it is at (None once it has ended).

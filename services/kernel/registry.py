@@ -12,7 +12,7 @@ The kernel does not import the services (they sit above it): a service's entry p
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -32,6 +32,11 @@ class Task(StrEnum):
     EXECUTE_DIRECT = "execute_direct"
     JUDGE_ATTEMPT = "judge_attempt"
     BUILD_REPORT = "build_report"
+    PERTURB_ATTEMPT = "perturb_attempt"
+    VERIFY_MUTANT = "verify_mutant"
+    SYNTHESIZE_PROGRAM = "synthesize_program"
+    FINISH_SYNTHESIS = "finish_synthesis"
+    PREPARE_CALIBRATION = "prepare_calibration"
 
 
 # What workers publish at start for the gateway to serve: the executor its toolchains (GET /v1/languages).
@@ -97,6 +102,161 @@ async def _pending_reports(session: AsyncSession, cutoff: datetime, limit: int) 
     return [(Task.BUILD_REPORT, report_id) for report_id in ids]
 
 
+async def _pending_perturbations(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:
+    """Perturbation jobs: each seed not yet perturbed (unit `perturb:<attempt>`), and, when the job judges,
+    each seed not yet judged under its conditions (unit `<attempt>`, counted by the judge worker)."""
+    work: PendingWork = []
+    live = await session.scalars(
+        select(Job)
+        .where(Job.kind == JobKind.PERTURB, Job.status.in_(LIVE_JOB_STATUSES), Job.created_at < cutoff)
+        .order_by(Job.created_at)
+        .limit(limit)
+    )
+    for job in live.all():
+        counted = set((await session.scalars(select(JobUnit.unit).where(JobUnit.job_id == job.job_id))).all())
+        params = job.params or {}
+        for attempt_id in params.get("attempt_ids", []):
+            if f"perturb:{attempt_id}" not in counted:
+                work.append((Task.PERTURB_ATTEMPT, f"{attempt_id}@{job.job_id}"))
+            if params.get("judges") and attempt_id not in counted:
+                work.append((Task.JUDGE_ATTEMPT, f"{attempt_id}@{job.job_id}"))
+    return work[:limit]
+
+
+# ---- AXIOM synthesis jobs (JobKind.SYNTHESIZE, run by the perturb service) ------------------------------------
+#
+# The plan is in the job's params (written by POST /v1/benchmarks:synthesize): `slots`, each one program to
+# synthesise, named `r<requirement>:t<target>:<index>` (paper 000: M programs per target per requirement), with
+# the slots it waits for (`after`: a requirement's deteriorative slots wait for its exemplar slots, III-B2 before
+# III-B3). The state is in the job's job_unit rows, so the gateway, the worker and the reconciler read one truth:
+#   `axiom:<slot>`                  the slot is filled (a kept program) or given up (its draws ran out); counted
+#   `draw:<slot>:<draw>:<outcome>`  what one draw of a slot gave, not counted: `candidate` (its attempt is being
+#                                   executed and verified), then `kept` or `mismatch`; or why the LLM step gave
+#                                   no program (`provider`, `malformed`, `refusal`, `ignored_rule`,
+#                                   `target_unreached`), `duplicate` (a program the job already has) or `error`
+#   `axiom:final`                   context disruption (III-B4) and representative selection (III-C1) done; counted
+#   `report:<attempt>`              a representative's calibration report (III-C2) prepared; counted
+#   `<attempt>`                     a seed judged under the job's conditions (the judge worker counts it)
+
+SYNTHESIS_FINAL = "axiom:final"
+DRAW_CANDIDATE = "candidate"
+DRAW_KEPT = "kept"
+DRAW_MISMATCH = "mismatch"
+
+
+def synthesis_slot(requirement: int, target: int, index: int) -> str:
+    """The name of the `index`-th program of `target` score for the job's `requirement`-th requirement."""
+    return f"r{requirement}:t{target}:{index}"
+
+
+def parse_synthesis_slot(slot: str) -> tuple[int, int, int]:
+    """(requirement, target, index) of a slot name. Raises ValueError."""
+    requirement, target, index = slot.split(":")
+    if not requirement.startswith("r") or not target.startswith("t"):
+        raise ValueError(f"not a synthesis slot: {slot!r}")
+    return int(requirement[1:]), int(target[1:]), int(index)
+
+
+def slot_unit(slot: str) -> str:
+    return f"axiom:{slot}"
+
+
+def draw_unit(slot: str, draw: int, outcome: str) -> str:
+    return f"draw:{slot}:{draw}:{outcome}"
+
+
+def report_unit(attempt_id: str) -> str:
+    return f"report:{attempt_id}"
+
+
+def synthesis_draws(rows: Iterable[str]) -> dict[str, dict[int, set[str]]]:
+    """slot -> draw -> the outcomes recorded for it, from a job's unit rows."""
+    draws: dict[str, dict[int, set[str]]] = {}
+    for row in rows:
+        if row.startswith("draw:"):
+            slot, draw, outcome = row.removeprefix("draw:").rsplit(":", 2)
+            draws.setdefault(slot, {}).setdefault(int(draw), set()).add(outcome)
+    return draws
+
+
+def next_draw(draws: dict[int, set[str]]) -> int | None:
+    """The draw a slot not yet counted runs next: 0 when none was made; None while its last draw's candidate is
+    being executed and verified; else the one after its last (which was rejected or did not match its target)."""
+    if not draws:
+        return 0
+    last = max(draws)
+    return None if draws[last] == {DRAW_CANDIDATE} else last + 1
+
+
+def synthesis_tally(rows: Iterable[str]) -> dict[str, int]:
+    """How the draws of a synthesis job ended, by outcome (`kept`, `mismatch`, a rejection kind, `duplicate`,
+    `error`), with `pending` for candidates still being executed and verified."""
+    tally: dict[str, int] = {}
+    for draws in synthesis_draws(rows).values():
+        for outcomes in draws.values():
+            ended = sorted(outcomes - {DRAW_CANDIDATE})
+            key = ended[0] if ended else "pending"
+            tally[key] = tally.get(key, 0) + 1
+    return dict(sorted(tally.items()))
+
+
+def synthesis_work(job: Job, rows: set[str]) -> PendingWork:
+    """What a live synthesis job needs next, from its plan and its unit rows: the next draw of every slot whose
+    prerequisites are counted, the final step once every slot is, the calibration reports it then asked for, and
+    the seeds' judging. The worker enqueues this after each step; the reconciler re-enqueues what Redis lost."""
+    params = job.params or {}
+    work: PendingWork = []
+    draws = synthesis_draws(rows)
+    every_slot_counted = True
+    for entry in params.get("slots", []):
+        slot = entry["slot"]
+        if slot_unit(slot) in rows:
+            continue
+        every_slot_counted = False
+        if any(slot_unit(before) not in rows for before in entry.get("after", [])):
+            continue
+        following = next_draw(draws.get(slot, {}))
+        if following is not None:
+            work.append((Task.SYNTHESIZE_PROGRAM, f"{slot}:{following}@{job.job_id}"))
+    if every_slot_counted and SYNTHESIS_FINAL not in rows:
+        work.append((Task.FINISH_SYNTHESIS, job.job_id))
+    if SYNTHESIS_FINAL in rows:
+        for attempt_id in (job.result or {}).get("reports", []):
+            if report_unit(attempt_id) not in rows:
+                work.append((Task.PREPARE_CALIBRATION, f"{attempt_id}@{job.job_id}"))
+    if params.get("judges"):
+        work += [
+            (Task.JUDGE_ATTEMPT, f"{attempt_id}@{job.job_id}")
+            for attempt_id in params.get("seed_ids", [])
+            if attempt_id not in rows
+        ]
+    return work
+
+
+async def job_units(session: AsyncSession, job_id: str) -> set[str]:
+    """Every unit row of a job (counted units and, for synthesis jobs, draw records)."""
+    return set((await session.scalars(select(JobUnit.unit).where(JobUnit.job_id == job_id))).all())
+
+
+async def _pending_synthesis(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:
+    work: PendingWork = []
+    live = await session.scalars(
+        select(Job)
+        .where(Job.kind == JobKind.SYNTHESIZE, Job.status.in_(LIVE_JOB_STATUSES), Job.created_at < cutoff)
+        .order_by(Job.created_at)
+        .limit(limit)
+    )
+    for job in live.all():
+        work += synthesis_work(job, await job_units(session, job.job_id))
+    return work[:limit]
+
+
+async def _pending_perturb_service(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:
+    """The perturb service's own work: perturbation jobs' seeds and synthesis jobs' steps."""
+    work = await _pending_perturbations(session, cutoff, limit)
+    return (work + await _pending_synthesis(session, cutoff, limit))[:limit]
+
+
 SERVICES: dict[str, Service] = {
     service.name: service
     for service in (
@@ -126,6 +286,21 @@ SERVICES: dict[str, Service] = {
             entry_point="services.reports.worker:run_worker",
             max_jobs=lambda settings: 2,
             pending=_pending_reports,
+        ),
+        Service(
+            name="perturb",
+            queue="tribunal:perturb",
+            tasks=(
+                Task.PERTURB_ATTEMPT,
+                Task.VERIFY_MUTANT,
+                Task.SYNTHESIZE_PROGRAM,
+                Task.FINISH_SYNTHESIS,
+                Task.PREPARE_CALIBRATION,
+            ),
+            entry_point="services.perturb.worker:run_worker",
+            max_jobs=lambda settings: max(4, settings.executor_slots),
+            stage_tasks={Stage.VERIFY: Task.VERIFY_MUTANT},
+            pending=_pending_perturb_service,
         ),
     )
 }

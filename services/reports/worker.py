@@ -91,6 +91,7 @@ async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
                     "operator": attempt.operator,
                     "arm": attempt.arm,
                     "severity": attempt.severity,
+                    "guard_context": attempt.guard_context,
                     "verdict": verdict,
                     "passed": passed,
                     "total": total,

@@ -140,7 +140,7 @@ async def test_a_mutant_is_an_attempt_linked_to_its_parent(session: AsyncSession
         severity=4,
         guard_context=False,
         judges=["sample_tests"],
-        provenance={"line": 1, "column": 7},
+        mutation={"line": 1, "column": 7},
     )
     mutant, created = await attempts.create_mutant(session, parent, spec, job.job_id)
     await session.commit()
@@ -152,7 +152,8 @@ async def test_a_mutant_is_an_attempt_linked_to_its_parent(session: AsyncSession
         4,
     )
     assert (mutant.problem_pk, mutant.language, mutant.participant) == (parent.problem_pk, "python", None)
-    assert (mutant.pipeline, mutant.stage, mutant.conditions) == (["execute", "judge"], "execute", ["blind"])
+    assert (mutant.pipeline, mutant.stage, mutant.conditions) == (["execute", "verify", "judge"], "execute", ["blind"])
+    assert mutant.mutation == {"line": 1, "column": 7}
     again, created_again = await attempts.create_mutant(session, parent, spec, job.job_id)
     assert (again.attempt_id, created_again) == (mutant.attempt_id, False)
 
@@ -233,3 +234,9 @@ def test_a_worker_must_run_exactly_its_declared_tasks() -> None:
 
     with pytest.raises(RuntimeError, match="the executor worker runs"):
         build_worker("executor", functions=[execute_attempt])
+
+
+async def test_a_client_may_not_use_the_mutants_uid_prefix(session: AsyncSession) -> None:
+    with pytest.raises(SubmissionError) as reserved:
+        await _submit(session, await _problem(session), judges=[], uid="mutant:job_x:att_y:ARITH_FLIP:0")
+    assert reserved.value.loc == ["body", "attempt_uid"] and "reserved" in reserved.value.message

@@ -597,3 +597,53 @@ def test_every_kind_without_data_has_a_section_saying_so() -> None:
         assert any(s.get("note", "").startswith(("No data", "Not computed")) for s in report["sections"]), kind
         page = render_html(report, render_all(report), kind)
         assert "No data" in page
+
+
+def test_the_perturbation_report_sets_guard_context_mutants_aside_in_its_variant() -> None:
+    """Paper 001 VI-B4: semantic mutants in a guard context may be unreachable; A_j without them is reported."""
+    rows: list[dict[str, Any]] = []
+    for s in range(8):
+        seed_id = f"seed{s}"
+        base = {"problem_id": "p", "participant": None, "turn": None, "judge": "j", "method": None}
+        base |= {"condition": "blind", "repeat": 0, "status": "ok", "score": None, "passed": 1, "total": 1}
+        rows.append(
+            {
+                **base,
+                "attempt_id": seed_id,
+                "trajectory": seed_id,
+                "label_ac": 1,
+                "label_score": None,
+                "p_ac": 0.9,
+                "parent_attempt_id": None,
+                "operator": None,
+                "arm": None,
+                "severity": None,
+                "guard_context": None,
+                "verdict": "AC",
+            }
+        )
+        for k, (arm, severity, guard, p_ac) in enumerate(
+            [("semantic", 4, False, 0.1), ("semantic", 2, True, 0.9), ("control", None, False, 0.88)]
+        ):
+            rows.append(
+                {
+                    **base,
+                    "attempt_id": f"{seed_id}-{k}",
+                    "trajectory": f"{seed_id}-{k}",
+                    "label_ac": 0,
+                    "label_score": None,
+                    "p_ac": p_ac,
+                    "parent_attempt_id": seed_id,
+                    "operator": f"OP{k}",
+                    "arm": arm,
+                    "severity": severity,
+                    "guard_context": guard,
+                    "verdict": "WA",
+                }
+            )
+    report = build_report("perturbation", rows, {"bootstrap": 0}).to_json()
+    row = report["tables"]["perturbation"]["rows"][0]
+    assert row["guard_mutants"] == 8
+    # With the guard mutants (no drop at all), a semantic mutant outdrops a control half the time; without, always.
+    assert row["arm_discrimination"]["value"] == pytest.approx(0.5)
+    assert row["arm_discrimination_without_guard"]["value"] == pytest.approx(1.0)

@@ -1,0 +1,155 @@
+"""Perturbations: the operator catalogue, perturbing accepted attempts into verified mutants (optionally judged),
+and reading a perturbation job's mutants. The generator runs in the perturb worker; the gateway only validates,
+records the job and enqueues."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import Field, field_validator
+from sqlalchemy import select
+
+from gateway.deps import ReadKey, SessionDep, SubmitKey
+from gateway.errors import field_error
+from gateway.schemas import _In, within_limit
+from gateway.submissions import not_found
+from services.kernel import attempts, jobs, queue
+from services.kernel.contracts import AttemptStatus, Condition, JobKind, Verdict
+from services.kernel.models import Attempt
+from services.kernel.registry import Task
+from services.mutation import CATALOGUE, operators_for
+from services.mutation.axiom_rules import catalogue as axiom_catalogue
+
+router = APIRouter(prefix="/v1/perturbations", tags=["perturbations"])
+
+# One request's work is bounded: this many seeds, and (services/perturb/worker.py) at most
+# MAX_MUTANTS_PER_SEED mutants of each, even with all_sites.
+MAX_SEEDS_PER_JOB = 200
+
+
+class PerturbationsIn(_In):
+    attempt_ids: list[str] = Field(min_length=1, description="Accepted attempts (verdict AC) to use as seeds.")
+    operators: list[str] | None = Field(
+        default=None, min_length=1, description="Operator names; default: every one that applies."
+    )
+    seed: int = Field(default=0, description="Chooses each operator's site reproducibly (paper 001: one per seed).")
+    all_sites: bool = Field(default=False, description="Every site of every operator instead of one.")
+    judge: bool = Field(default=False, description="Judge every verified mutant and its seed under blind.")
+    judges: list[str] | None = Field(default=None, description="With judge: these judges (default: all enabled).")
+
+    @field_validator("attempt_ids")
+    @classmethod
+    def _within_limit(cls, ids: list[str]) -> list[str]:
+        return list(dict.fromkeys(within_limit(ids, MAX_SEEDS_PER_JOB, "seeds", "perturbation job")))
+
+
+def operator_view(operator: Any) -> dict[str, Any]:
+    return {
+        "name": operator.name,
+        "arm": operator.arm,
+        "severity": operator.severity,
+        "languages": list(operator.languages),
+        "description": operator.description,
+        "example": {"before": operator.example_before, "after": operator.example_after},
+        "source": operator.source,
+    }
+
+
+@router.get("/operators")
+async def list_operators(_: ReadKey) -> list[dict[str, Any]]:
+    """The catalogue: every operator with its arm, severity, languages and a before/after example (`kind`
+    `operator`), then AXIOM's perturbation rules with their score ceilings (`kind` `axiom_rule`, docs/axiom.md)."""
+    return [{"kind": "operator", **operator_view(operator)} for operator in CATALOGUE] + axiom_catalogue()
+
+
+@router.post("", status_code=202)
+async def perturb(body: PerturbationsIn, principal: SubmitKey, session: SessionDep) -> dict[str, Any]:
+    """Perturb accepted attempts: each becomes a seed whose mutants are attempts (execute -> verify -> judge)."""
+    catalogue = {operator.name for operator in CATALOGUE}
+    for position, name in enumerate(body.operators or []):
+        if name not in catalogue:
+            raise field_error(
+                ["body", "operators", position], f"unknown operator {name!r}; see GET /v1/perturbations/operators"
+            )
+    seeds = {
+        a.attempt_id: a
+        for a in (
+            await session.scalars(
+                select(Attempt).where(Attempt.attempt_id.in_(body.attempt_ids), Attempt.tenant == principal.tenant)
+            )
+        ).all()
+    }
+    for index, attempt_id in enumerate(body.attempt_ids):
+        seed = seeds.get(attempt_id)
+        if seed is None:
+            raise field_error(["body", "attempt_ids", index], f"no attempt {attempt_id!r}", 404)
+        if seed.status != AttemptStatus.DONE or seed.verdict != Verdict.AC:
+            raise field_error(
+                ["body", "attempt_ids", index],
+                f"attempt {attempt_id!r} is not an accepted program (status {seed.status}, verdict {seed.verdict}); "
+                "a seed must have finished with verdict AC",
+            )
+        if body.operators and not {o.name for o in operators_for(seed.language)} & set(body.operators):
+            raise field_error(
+                ["body", "operators"], f"none of these operators applies to {seed.language} (seed {attempt_id!r})"
+            )
+    judges: list[str] = []
+    if body.judge:
+        judges, _ = attempts.resolve_judging(body.judges, [Condition.BLIND], ["body", "judges"])
+    params = {
+        "attempt_ids": body.attempt_ids,
+        "operators": body.operators,
+        "seed": body.seed,
+        "all_sites": body.all_sites,
+        "judges": judges,
+        "conditions": [Condition.BLIND],
+        "repeats": 1,
+    }
+    # One unit per seed perturbed, one per seed judged; each seed's mutants are added as they are created.
+    total = len(body.attempt_ids) * (2 if judges else 1)
+    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.PERTURB, total=total, params=params)
+    await session.commit()
+    try:
+        for attempt_id in body.attempt_ids:
+            await queue.enqueue(Task.PERTURB_ATTEMPT, f"{attempt_id}@{job.job_id}")
+    except Exception:  # noqa: BLE001 - the reconciler enqueues what the database holds
+        pass
+    return {"job_id": job.job_id, "status": job.status, "judges": judges}
+
+
+def mutant_view(mutant: Attempt) -> dict[str, Any]:
+    """One mutant as a perturbation job lists it: how it was made, and what verification found."""
+    record = mutant.mutation or {}
+    return {
+        "attempt_id": mutant.attempt_id,
+        "parent_attempt_id": mutant.parent_attempt_id,
+        "operator": mutant.operator,
+        "arm": mutant.arm,
+        "severity": mutant.severity,
+        "guard_context": mutant.guard_context,
+        "line": record.get("line"),
+        "column": record.get("column"),
+        "diff": record.get("diff"),
+        "status": mutant.status,
+        "verdict": mutant.verdict,
+        "passed": mutant.passed,
+        "total": mutant.total,
+        "verification": record.get("verification"),
+    }
+
+
+@router.get("/{job_id}")
+async def get(job_id: str, principal: ReadKey, session: SessionDep) -> dict[str, Any]:
+    """A perturbation job: its progress, and every mutant it created with its verification."""
+    job = await jobs.get_job(session, job_id)
+    if job is None or job.tenant != principal.tenant or job.kind != JobKind.PERTURB:
+        raise not_found("perturbation job", job_id)
+    mutants = (
+        await session.scalars(
+            select(Attempt)
+            .where(Attempt.job_id == job_id, Attempt.parent_attempt_id.is_not(None))
+            .order_by(Attempt.parent_attempt_id, Attempt.operator, Attempt.attempt_id)
+        )
+    ).all()
+    return {**jobs.job_view(job), "mutants": [mutant_view(m) for m in mutants]}

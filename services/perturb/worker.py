@@ -1,0 +1,773 @@
+"""The perturbation worker: the only place the perturbation generator meets the queue and the database.
+
+Two tasks (services/kernel/registry.py):
+- `perturb_attempt` (`seed@job`): parse one accepted seed program, generate its mutants (services.mutation), and
+  create each as an attempt linked to its seed through the kernel's lifecycle (`attempts.create_mutant`), whose
+  pipeline is execute -> verify (-> judge when the job judges). The job's total grows by the mutants created, in
+  the same transaction that counts the seed as perturbed, so a retry never creates or counts anything twice.
+- `verify_mutant` (the `verify` stage of a mutant): read its execution and record what it says against the arm
+  (services/perturb/verification.py); a mutant that did not build or run to a verdict ends there, unjudged. A
+  program synthesised by AXIOM is kept only if its test outcome matches its target score (`axiom_kept`); one that
+  does not is marked not kept and ends there, unjudged, and its slot draws again.
+
+And AXIOM's rule-based synthesis (paper 000 III-B, III-C; `POST /v1/benchmarks:synthesize`, docs/axiom.md), whose
+plan and state live in the job (services/kernel/registry.py, "AXIOM synthesis jobs"):
+- `synthesize_program` (`<slot>:<draw>@job`): one draw of one slot (a program of one target score for one
+  requirement): an LLM perturbation of a random 5-point program of the requirement's pool (III-B2 for target 5,
+  III-B3 for 1-4). A candidate becomes a mutant attempt (execute -> verify (-> judge)), and the verify stage keeps
+  it or sends the slot to its next draw; an LLM failure is recorded as the draw's outcome, classified, and the
+  slot draws again. A slot whose draws run out (`max_draws`) is given up: the job always ends.
+- `finish_synthesis` (`job`): once every slot is counted, context disruption (III-B4: 0-point pairs, created as
+  attempts too), representative selection (III-C1) and the job's result.
+- `prepare_calibration` (`attempt@job`): the III-C2 multisource report of one representative, stored in the
+  attempt's `mutation` record for `GET /v1/benchmarks/{job}/programs/{attempt}/calibration`.
+Every step is idempotent: draws and counted units are job_unit rows written in the transaction that does the step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import BaseModel, Field
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from services.kernel import attempts, jobs, queue, worker
+from services.kernel.attempts import NewMutant
+from services.kernel.contracts import LIVE_JOB_STATUSES, Arm, Condition, JobKind, JudgmentStatus, Stage
+from services.kernel.db import session_scope
+from services.kernel.judges import Endpoint, LLMJudge, configured_judges
+from services.kernel.models import Attempt, Execution, Job, JobUnit, Judgment, Problem
+from services.kernel.registry import (
+    DRAW_CANDIDATE,
+    DRAW_KEPT,
+    DRAW_MISMATCH,
+    SYNTHESIS_FINAL,
+    Task,
+    draw_unit,
+    job_units,
+    parse_synthesis_slot,
+    report_unit,
+    slot_unit,
+    synthesis_draws,
+    synthesis_slot,
+    synthesis_tally,
+    synthesis_work,
+)
+from services.kernel.settings import get_settings
+from services.llm import DbResponseCache, Runner
+from services.mutation import Mutant, operators_for
+from services.mutation.axiom_records import benchmark_entry, with_benchmark_entry
+from services.mutation.axiom_rules import load_rules
+from services.perturb.axiom.calibration import StaticAnalysis, build_calibration_report
+from services.perturb.axiom.embedding import EmbeddingModelUnavailable, shared_embedder
+from services.perturb.axiom.sequences import derive_seed
+from services.perturb.axiom.synthesis import (
+    KIND_CONTEXT,
+    KIND_DETERIORATIVE,
+    KIND_EXEMPLAR,
+    PAPER_LLM_TEMPERATURE,
+    PAPER_M,
+    PAPER_MAX_OUTPUT_TOKENS,
+    PAPER_SELECT_M,
+    Candidate,
+    FailureKind,
+    ProgramRef,
+    Rejection,
+    RequirementPrograms,
+    ScoredProgram,
+    SeedProgram,
+    ZeroPair,
+    context_disruption,
+    pick_parent,
+    score_entropy,
+    select_representatives,
+    synthesize,
+    to_new_mutant,
+)
+from services.perturb.isolation import NotPerturbable, generate_isolated
+from services.perturb.verification import axiom_kept, verify
+
+log = logging.getLogger("tribunal.perturb")
+
+SERVICE = "perturb"
+# A seed yields at most this many mutants (all_sites on a large program can yield thousands, each a sandbox run);
+# the first ones in the generator's order (catalogue order, then position) are kept.
+MAX_MUTANTS_PER_SEED = 200
+
+
+class PerturbParams(BaseModel):
+    """A perturbation job's parameters (stored on the job; POST /v1/perturbations validated them)."""
+
+    attempt_ids: list[str]
+    operators: list[str] | None = None
+    seed: int = 0
+    all_sites: bool = False
+    # The judge worker's re-judge path reads these three for the seeds (`seed@job`); mutants carry them too.
+    judges: list[str] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=lambda: [Condition.BLIND])
+    repeats: int = 1
+
+
+def seed_unit(attempt_id: str) -> str:
+    """The job unit that says a seed has been perturbed (its mutants created)."""
+    return f"perturb:{attempt_id}"
+
+
+def parse_subject(subject: str) -> tuple[str, str]:
+    attempt_id, _, job_id = subject.partition("@")
+    return attempt_id, job_id
+
+
+def mutation_record(mutant: Mutant, seed: int) -> dict[str, Any]:
+    """What an attempt stores of how it was made (its `mutation` column)."""
+    return {"seed": seed, "line": mutant.line, "column": mutant.column, "diff": mutant.diff}
+
+
+@queue.task(Task.PERTURB_ATTEMPT)
+async def perturb_attempt(ctx: dict[str, Any], subject: str) -> None:
+    """Create the mutants of one seed for one perturbation job, once."""
+    seed_id, job_id = parse_subject(subject)
+    unit = seed_unit(seed_id)
+    async with session_scope() as session:
+        job = await jobs.get_job(session, job_id)
+        if job is None or job.status not in LIVE_JOB_STATUSES:
+            return
+        if await session.get(JobUnit, (job_id, unit)) is not None:
+            return  # already perturbed: a duplicate or a retry after the commit
+        parent = await session.get(Attempt, seed_id)
+        if parent is None:
+            return
+        await jobs.mark_running(session, job_id)
+        params = PerturbParams.model_validate(job.params or {})
+        source, language = parent.source_code, parent.language
+    # The named operators that apply to this seed's language (a job may mix languages); None: all of them.
+    applicable = {operator.name for operator in operators_for(language)}
+    names = None if params.operators is None else [n for n in params.operators if n in applicable]
+    try:
+        # The seed is a tenant's program: it is parsed in a bounded child process (isolation.py), never here.
+        mutants = (
+            []
+            if names == []
+            else await generate_isolated(
+                source, language, seed=params.seed, operators=names, all_sites=params.all_sites
+            )
+        )
+    except NotPerturbable as exc:
+        log.warning("seed %s (%s) gives no mutants: %s", seed_id, language, exc)
+        mutants = []
+    if len(mutants) > MAX_MUTANTS_PER_SEED:
+        log.warning("seed %s has %d mutants; the first %d are kept", seed_id, len(mutants), MAX_MUTANTS_PER_SEED)
+        mutants = mutants[:MAX_MUTANTS_PER_SEED]
+    created: list[Attempt] = []
+    async with session_scope() as session:
+        parent = await session.get(Attempt, seed_id)
+        assert parent is not None
+        for mutant in mutants:
+            spec = NewMutant(
+                source_code=mutant.source,
+                operator=mutant.operator,
+                arm=mutant.arm,
+                severity=mutant.severity,
+                guard_context=mutant.guard_context,
+                judges=params.judges,
+                conditions=params.conditions,
+                mutation=mutation_record(mutant, params.seed),
+            )
+            row, new = await attempts.create_mutant(session, parent, spec, job_id)
+            if new:
+                created.append(row)
+        # The total grows before the seed's unit is counted, so the job cannot look finished in between.
+        await jobs.add_total(session, job_id, len(created))
+        await jobs.count_unit_once(session, job_id, unit)
+    await attempts.enqueue_first_stages(created)
+    if params.judges:
+        # The seed is judged under the job's conditions too: the perturbation report compares each mutant's
+        # score with its seed's (paper 001 VI-B). The judge worker counts this unit once.
+        await queue.enqueue(Task.JUDGE_ATTEMPT, f"{seed_id}@{job_id}")
+
+
+@queue.task(Task.VERIFY_MUTANT)
+async def verify_mutant(ctx: dict[str, Any], attempt_id: str) -> None:
+    """The verify stage of a mutant: its execution checked against its arm; unbuilt or unrun mutants end here.
+    A synthesised program (an `axiom` record) is kept only if its test outcome matches its target score; if not, it
+    ends here unjudged, marked not kept, and its slot draws again."""
+    advance: str | None = None
+    async with session_scope() as session:
+        mutant = await attempts.claim(session, attempt_id, Stage.VERIFY)
+        if mutant is None:
+            return
+        verdict = await session.scalar(
+            select(Execution.verdict).where(Execution.attempt_id == attempt_id, Execution.run == 0)
+        )
+        findings = verify(mutant.arm, verdict)
+        mutation = {**(mutant.mutation or {}), "verification": findings.as_json()}
+        record = mutation.get("axiom")
+        values: dict[str, Any] = {}
+        if isinstance(record, dict):
+            kept = axiom_kept(record, verdict)
+            mutation["axiom"] = {**record, "kept": kept}
+            last = not kept
+            if kept:  # the ground-truth score the `axiom` report reads (`label_score`)
+                values["label"] = {**(mutant.label or {}), "score": int(record["target_score"])}
+        else:
+            last = not findings.verified
+        moved, following = await attempts.finish_stage(
+            session, attempt_id, Stage.VERIFY, last=last, mutation=mutation, **values
+        )
+        # A program drawn for a slot settles its draw (0-point pairs are not drawn: they fill no slot).
+        if moved and isinstance(record, dict) and record.get("draw") is not None and mutant.job_id is not None:
+            advance = mutant.job_id
+            await _settle_draw(session, advance, str(record["slot"]), int(record["draw"]), kept=not last)
+    if following is not None:
+        await attempts.enqueue_stage(attempt_id, following)
+    if advance is not None:
+        await _advance(advance)
+
+
+# ---- AXIOM synthesis ----------------------------------------------------------------------------------------------
+
+RULES = load_rules()
+CONTEXT_OPERATOR = "axiom:context"  # the `operator` of a 0-point pair (III-B4): no rule made it
+DEFAULT_MAX_DRAWS = 4
+
+
+class SynthesisRequirement(BaseModel):
+    """A requirement of a synthesis job: a problem (its statement is the requirement) and its 5-point seeds."""
+
+    problem_id: str
+    problem_pk: int
+    seed_ids: list[str]
+
+
+class SynthesisSlotPlan(BaseModel):
+    slot: str
+    after: list[str] = Field(default_factory=list)
+
+
+class SynthesisParams(BaseModel):
+    """A synthesis job's parameters and plan (stored on the job; POST /v1/benchmarks:synthesize wrote them)."""
+
+    requirements: list[SynthesisRequirement]
+    seed_ids: list[str]
+    targets: list[int]
+    m: int = PAPER_M
+    select: int = PAPER_SELECT_M
+    max_draws: int = DEFAULT_MAX_DRAWS
+    seed: int = 0
+    llms: list[str]
+    slots: list[SynthesisSlotPlan]
+    # The judge worker's re-judge path reads these three for the seeds (`seed@job`); the programs carry them too.
+    judges: list[str] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=lambda: [Condition.BLIND])
+    repeats: int = 1
+
+
+async def _record(session: AsyncSession, job_id: str, unit: str) -> bool:
+    """Write a job_unit row that is a record, not a counted unit (a draw's outcome); True if it is new."""
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    result = await session.execute(
+        insert(JobUnit).values(job_id=job_id, unit=unit).on_conflict_do_nothing(index_elements=["job_id", "unit"])
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def _settle_draw(session: AsyncSession, job_id: str, slot: str, draw: int, *, kept: bool) -> None:
+    """A verified candidate: its slot is filled (counted), or the draw did not match its target."""
+    await _record(session, job_id, draw_unit(slot, draw, DRAW_KEPT if kept else DRAW_MISMATCH))
+    if kept:
+        await jobs.count_unit_once(session, job_id, slot_unit(slot))
+
+
+async def _live_synthesis(session: AsyncSession, job_id: str) -> Job | None:
+    job = await jobs.get_job(session, job_id)
+    if job is None or job.kind != JobKind.SYNTHESIZE or job.status not in LIVE_JOB_STATUSES:
+        return None
+    return job
+
+
+async def _advance(job_id: str) -> None:
+    """Enqueue what the job needs next (registry.synthesis_work); the reconciler does it if Redis is down."""
+    async with session_scope() as session:
+        job = await _live_synthesis(session, job_id)
+        if job is None:
+            return
+        work = synthesis_work(job, await job_units(session, job_id))
+    try:
+        for task, subject in work:
+            await queue.enqueue(task, subject)
+    except Exception:  # noqa: BLE001 - the database holds the work; the reconciler retries
+        log.warning("could not enqueue the next steps of synthesis job %s; the reconciler will", job_id)
+
+
+def axiom_endpoint(judge: LLMJudge) -> Endpoint:
+    """The endpoint of a configured LLM judge (its URL, model, key variable and bounds), with paper 000 IV-A's
+    generation settings: temperature 0.3, 8192 output tokens."""
+    config = judge.model_dump(exclude={"kind", "enabled", "rubric"})
+    return Endpoint.model_validate(
+        {**config, "temperature": PAPER_LLM_TEMPERATURE, "max_tokens": PAPER_MAX_OUTPUT_TOKENS}
+    )
+
+
+def _runners(ctx: dict[str, Any], names: Sequence[str]) -> list[Runner] | str:
+    """One runner per named LLM judge (created once per process), or why there is none."""
+    settings = get_settings()
+    configured = {j.name: j for j in configured_judges(str(settings.judges_file) if settings.judges_file else None)}
+    cache: dict[str, Runner] = ctx.setdefault("axiom_runners", {})
+    runners = []
+    for name in names:
+        judge = configured.get(name)
+        if not isinstance(judge, LLMJudge):
+            return f"no LLM judge named {name!r} is configured here"
+        if name not in cache:
+            cache[name] = Runner(axiom_endpoint(judge), cache=DbResponseCache())
+        runners.append(cache[name])
+    return runners
+
+
+def parse_draw_subject(subject: str) -> tuple[str, int, str]:
+    """`r0:t4:1:2@job` -> (slot `r0:t4:1`, draw 2, job)."""
+    head, _, job_id = subject.partition("@")
+    slot, _, draw = head.rpartition(":")
+    return slot, int(draw), job_id
+
+
+async def _requirement_pool(
+    session: AsyncSession, job_id: str, requirement_index: int, requirement: SynthesisRequirement, below: int | None
+) -> list[Attempt]:
+    """The requirement's 5-point pool (III-B2): its seeds, then the exemplars the job kept for it (those of slots
+    before `below` only, so that exemplar k is drawn from a pool that does not depend on timing)."""
+    seeds = {
+        a.attempt_id: a
+        for a in (await session.scalars(select(Attempt).where(Attempt.attempt_id.in_(requirement.seed_ids)))).all()
+    }
+    pool = [seeds[attempt_id] for attempt_id in requirement.seed_ids if attempt_id in seeds]
+    exemplars: list[tuple[int, Attempt]] = []
+    for attempt in (
+        await session.scalars(
+            select(Attempt).where(Attempt.job_id == job_id, Attempt.problem_pk == requirement.problem_pk)
+        )
+    ).all():
+        record = benchmark_entry(attempt.mutation, job_id)
+        if record.get("kind") != KIND_EXEMPLAR or record.get("kept") is not True:
+            continue
+        owner, _, index = parse_synthesis_slot(str(record["slot"]))
+        if owner == requirement_index and (below is None or index < below):
+            exemplars.append((index, attempt))
+    return pool + [attempt for _, attempt in sorted(exemplars, key=lambda item: item[0])]
+
+
+@queue.task(Task.SYNTHESIZE_PROGRAM)
+async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
+    """One draw of one slot: an LLM perturbation toward the slot's target score, made an attempt if it yields a
+    program; an LLM failure is recorded as the draw's outcome and the slot draws again."""
+    slot, draw, job_id = parse_draw_subject(subject)
+    requirement_index, target, index = parse_synthesis_slot(slot)
+    problem: Problem | None = None
+    pool: list[Attempt] = []
+    async with session_scope() as session:
+        job = await _live_synthesis(session, job_id)
+        if job is None:
+            return
+        rows = await job_units(session, job_id)
+        if slot_unit(slot) in rows:
+            return  # filled or given up
+        made = synthesis_draws(rows).get(slot, {}).get(draw)
+        params = SynthesisParams.model_validate(job.params or {})
+        requirement = params.requirements[requirement_index]
+        if made:
+            pass  # this draw already ran (a duplicate, or a retry after its commit)
+        elif draw >= params.max_draws:
+            await jobs.count_unit_once(session, job_id, slot_unit(slot))  # given up: its draws ran out
+        else:
+            await jobs.mark_running(session, job_id)
+            problem = await session.get(Problem, requirement.problem_pk)
+            pool = await _requirement_pool(
+                session, job_id, requirement_index, requirement, index if target == 5 else None
+            )
+            if problem is None or not pool:  # deleted meanwhile: nothing to perturb
+                await _record(session, job_id, draw_unit(slot, draw, "error"))
+    if problem is None or not pool:
+        await _advance(job_id)
+        return
+    seed = derive_seed("axiom", params.seed, requirement.problem_id, target, index, draw)
+    programs = [
+        SeedProgram(problem.statement, attempt.source_code, attempt.language, 5, attempt.attempt_id) for attempt in pool
+    ]
+    parent = pick_parent(programs, seed)
+    outcome: Candidate | Rejection | None = None
+    runners = _runners(ctx, params.llms)
+    try:
+        if isinstance(runners, str):
+            outcome = Rejection(FailureKind.PROVIDER, runners)
+        else:
+            outcome = await synthesize(runners, parent, target, RULES, seed)
+    except Exception:  # noqa: BLE001 - recorded as the draw's outcome; the slot draws again
+        log.exception("synthesis draw %s of job %s failed", f"{slot}:{draw}", job_id)
+    created: list[Attempt] = []
+    async with session_scope() as session:
+        if await _live_synthesis(session, job_id) is None:
+            return
+        if isinstance(outcome, Candidate):
+            spec = to_new_mutant(outcome, judges=params.judges, conditions=params.conditions, rules=RULES)
+            record = {
+                **spec.mutation["axiom"],
+                "job_id": job_id,
+                "slot": slot,
+                "draw": draw,
+                "problem_id": requirement.problem_id,
+            }
+            parent_row = await session.get(Attempt, parent.program_id)
+            assert parent_row is not None
+            row, new = await attempts.create_mutant(
+                session, parent_row, replace(spec, mutation={"axiom": record}), job_id
+            )
+            if new:
+                await jobs.add_total(session, job_id, 1)  # the attempt counts when it ends
+                created.append(row)
+                await _record(session, job_id, draw_unit(slot, draw, DRAW_CANDIDATE))
+            else:
+                owner = benchmark_entry(row.mutation, job_id)
+                same = (owner.get("slot"), owner.get("draw")) == (slot, draw)
+                await _record(session, job_id, draw_unit(slot, draw, DRAW_CANDIDATE if same else "duplicate"))
+        else:
+            kind = outcome.kind.value if isinstance(outcome, Rejection) else "error"
+            if isinstance(outcome, Rejection):
+                log.info("synthesis draw %s:%s of job %s rejected (%s): %s", slot, draw, job_id, kind, outcome.reason)
+            await _record(session, job_id, draw_unit(slot, draw, kind))
+    await attempts.enqueue_first_stages(created)
+    await _advance(job_id)
+
+
+@dataclass(frozen=True)
+class _Program:
+    """A program of the benchmark as the final step sees it."""
+
+    attempt_id: str
+    requirement: int
+    code: str
+    language: str
+    target: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """A 0-point pair to create: `pair.program` for requirement `requirement`, as the `index`-th of its pairs."""
+
+    requirement: int
+    index: int
+    parent_id: str
+    pair: ZeroPair
+    language: str
+
+    @property
+    def slot(self) -> str:
+        return synthesis_slot(self.requirement, 0, self.index)
+
+
+async def _benchmark_programs(
+    session: AsyncSession, job_id: str, params: SynthesisParams
+) -> tuple[list[str], list[_Program]]:
+    """The requirements' texts and every program the benchmark has: the references (the seeds) and the programs
+    the job kept, in a stable order."""
+    statements = []
+    programs: list[_Program] = []
+    kept: list[tuple[str, _Program]] = []
+    job_programs = (await session.scalars(select(Attempt).where(Attempt.job_id == job_id))).all()
+    by_pk = {requirement.problem_pk: i for i, requirement in enumerate(params.requirements)}
+    for attempt in job_programs:
+        record = benchmark_entry(attempt.mutation, job_id)
+        if record.get("kept") is not True or record.get("kind") not in (KIND_EXEMPLAR, KIND_DETERIORATIVE):
+            continue
+        owner = by_pk.get(attempt.problem_pk)
+        if owner is not None:
+            target = int(record["target_score"])
+            kept.append(
+                (
+                    str(record["slot"]),
+                    _Program(
+                        attempt.attempt_id,
+                        owner,
+                        attempt.source_code,
+                        attempt.language,
+                        target,
+                        str(record["kind"]),
+                    ),
+                )
+            )
+    for i, requirement in enumerate(params.requirements):
+        problem = await session.get(Problem, requirement.problem_pk)
+        statements.append(problem.statement if problem is not None else "")
+        seeds = {
+            a.attempt_id: a
+            for a in (await session.scalars(select(Attempt).where(Attempt.attempt_id.in_(requirement.seed_ids)))).all()
+        }
+        programs += [
+            _Program(seed.attempt_id, i, seed.source_code, seed.language, 5, "reference")
+            for seed in (seeds.get(attempt_id) for attempt_id in requirement.seed_ids)
+            if seed is not None
+        ]
+    programs += [
+        program for _, program in sorted(kept, key=lambda item: (item[1].requirement, -item[1].target, item[0]))
+    ]
+    return statements, programs
+
+
+def _plan_pairs(statements: list[str], programs: list[_Program], m: int, seed: int) -> list[_Pair]:
+    """III-B4 within each language: for each requirement, M distinct distant requirements (softmax over cosine
+    distances of MiniLM embeddings, tau 0.03), one of whose programs becomes a 0-point program for it. Raises
+    EmbeddingModelUnavailable without the model."""
+    embed = shared_embedder()
+    planned: list[_Pair] = []
+    counts: dict[int, int] = {}
+    for language in sorted({program.language for program in programs}):
+        requirements = []
+        first_program: dict[int, str] = {}
+        for i, text in enumerate(statements):
+            own = [p for p in programs if p.requirement == i and p.language == language]
+            if own:
+                first_program[i] = own[0].attempt_id
+                requirements.append(
+                    RequirementPrograms(str(i), text, tuple(ProgramRef(p.attempt_id, p.code, p.language) for p in own))
+                )
+        if len(requirements) < 2:
+            continue
+        for pair in context_disruption(requirements, embed, m, derive_seed("axiom-context", seed, language)):
+            i = int(pair.requirement_id)
+            planned.append(_Pair(i, counts.get(i, 0), first_program[i], pair, language))
+            counts[i] = counts.get(i, 0) + 1
+    return planned
+
+
+def _select(programs: list[_Program], pairs: list[_Pair], select: int, seed: int) -> dict[int, list[str]]:
+    """III-C1: `select` representatives per target score by farthest-point selection over normalised token edit
+    distance (pairs named by their slot until they are attempts)."""
+    scored = [ScoredProgram(ProgramRef(p.attempt_id, p.code, p.language), p.target) for p in programs]
+    scored += [
+        ScoredProgram(ProgramRef(f"pair:{pair.slot}", pair.pair.program.code, pair.language), 0) for pair in pairs
+    ]
+    chosen = select_representatives(scored, select, derive_seed("axiom-select", seed))
+    return {score: [item.program.program_id for item in items] for (_, score), items in chosen.items()}
+
+
+@queue.task(Task.FINISH_SYNTHESIS)
+async def finish_synthesis(ctx: dict[str, Any], job_id: str) -> None:
+    """Once every slot is counted: context disruption (III-B4), representative selection (III-C1), the result."""
+    async with session_scope() as session:
+        job = await _live_synthesis(session, job_id)
+        if job is None:
+            return
+        rows = await job_units(session, job_id)
+        params = SynthesisParams.model_validate(job.params or {})
+        if SYNTHESIS_FINAL in rows or any(slot_unit(entry.slot) not in rows for entry in params.slots):
+            return
+        await jobs.mark_running(session, job_id)
+        statements, programs = await _benchmark_programs(session, job_id, params)
+    context: dict[str, Any] = {"status": "not_requested", "pairs": 0}
+    pairs: list[_Pair] = []
+    if 0 in params.targets:
+        try:
+            pairs = await asyncio.to_thread(_plan_pairs, statements, programs, params.m, params.seed)
+            context = {"status": "ok", "pairs": len(pairs)}
+        except EmbeddingModelUnavailable as exc:
+            log.warning("context disruption unavailable for job %s: %s", job_id, exc)
+            context = {"status": "unavailable", "pairs": 0, "reason": "the embedding model is not installed"}
+        except Exception as exc:  # noqa: BLE001 - recorded in the result: the job still ends
+            log.exception("context disruption failed for job %s", job_id)
+            context = {"status": "failed", "pairs": 0, "reason": f"internal error ({type(exc).__name__})"}
+    selection: dict[str, Any] = {"status": "ok"}
+    try:
+        selected = await asyncio.to_thread(_select, programs, pairs, params.select, params.seed)
+    except Exception as exc:  # noqa: BLE001 - every program stays a representative: the job still ends
+        log.exception("representative selection failed for job %s", job_id)
+        selection = {"status": "failed", "reason": f"internal error ({type(exc).__name__})"}
+        selected = {}
+        for program in programs:
+            selected.setdefault(program.target, []).append(program.attempt_id)
+        if pairs:
+            selected[0] = [f"pair:{pair.slot}" for pair in pairs]
+    created: list[Attempt] = []
+    async with session_scope() as session:
+        if await _live_synthesis(session, job_id) is None or SYNTHESIS_FINAL in await job_units(session, job_id):
+            return
+        pair_ids: dict[str, str] = {}
+        for planned in pairs:
+            parent = await session.get(Attempt, planned.parent_id)
+            assert parent is not None
+            record = {
+                "kind": KIND_CONTEXT,
+                "target_score": 0,
+                "parent_score": None,
+                "rules": [],
+                "job_id": job_id,
+                "slot": planned.slot,
+                "problem_id": params.requirements[planned.requirement].problem_id,
+                "source_problem_id": params.requirements[int(planned.pair.source_requirement_id)].problem_id,
+                "source_attempt_id": planned.pair.program.program_id,
+                "distance": planned.pair.distance,
+                "probability": planned.pair.probability,
+                "language": planned.language,
+                "kept": True,  # III-B4: incorrect by definition, never tested; verification records its execution
+            }
+            spec = NewMutant(
+                source_code=planned.pair.program.code,
+                operator=CONTEXT_OPERATOR,
+                arm=Arm.SEMANTIC,
+                judges=params.judges,
+                conditions=params.conditions,
+                mutation={"axiom": record},
+            )
+            row, new = await attempts.create_mutant(session, parent, spec, job_id)
+            pair_ids[f"pair:{planned.slot}"] = row.attempt_id
+            if new:
+                created.append(row)
+        await jobs.add_total(session, job_id, len(created))
+        chosen = {score: [pair_ids.get(i, i) for i in ids] for score, ids in sorted(selected.items(), reverse=True)}
+        # A calibration report for every representative but the 0-point pairs, whose score is absolute (III-B4).
+        reports = [attempt_id for score, ids in chosen.items() if score > 0 for attempt_id in ids]
+        counted_slots = [entry.slot for entry in params.slots]
+        filled = {
+            slot
+            for slot, draws in synthesis_draws(rows).items()
+            for outcomes in draws.values()
+            if DRAW_KEPT in outcomes
+        }
+        scores = [score for score, ids in chosen.items() for _ in ids]
+        result = {
+            "requirements": len(params.requirements),
+            "targets": params.targets,
+            "m": params.m,
+            "slots": len(counted_slots),
+            "filled": len(filled),
+            "unfilled": [slot for slot in counted_slots if slot not in filled],
+            "outcomes": synthesis_tally(rows),
+            "programs": _count_by_score([p.target for p in programs] + [0] * len(pairs)),
+            "context_disruption": context,
+            "select": params.select,
+            "selection": selection,
+            "selected": {str(score): ids for score, ids in chosen.items()},
+            "reports": reports,
+            "score_entropy": _entropies(scores),
+        }
+        await session.execute(update(Job).where(Job.job_id == job_id).values(result=result))
+        await jobs.add_total(session, job_id, len(reports))
+        await jobs.count_unit_once(session, job_id, SYNTHESIS_FINAL)
+    await attempts.enqueue_first_stages(created)
+    await _advance(job_id)
+
+
+def _count_by_score(scores: Sequence[int]) -> dict[str, int]:
+    return {str(score): sum(1 for s in scores if s == score) for score in sorted(set(scores), reverse=True)}
+
+
+def _entropies(scores: Sequence[int]) -> dict[str, float | None]:
+    """IV-B's normalised score entropy over 0..5, and over 1..5 for the Rectifiable subset (no 0-point pairs)."""
+    rectifiable = [score for score in scores if score >= 1]
+    return {
+        "all": score_entropy(scores) if scores else None,
+        "rectifiable": score_entropy(rectifiable, (1, 5)) if rectifiable else None,
+    }
+
+
+async def _static_analysis(session: AsyncSession, attempt_id: str) -> StaticAnalysis | None:
+    """The offline `lint` judge's findings for the program, if it was judged with it (judge/offline.py)."""
+    fields = await session.scalar(
+        select(Judgment.fields).where(
+            Judgment.attempt_id == attempt_id,
+            Judgment.prompt_version == "offline:lint",
+            Judgment.status == JudgmentStatus.OK,
+        )
+    )
+    return StaticAnalysis.from_lint_fields(fields) if isinstance(fields, dict) else None
+
+
+@queue.task(Task.PREPARE_CALIBRATION)
+async def prepare_calibration(ctx: dict[str, Any], subject: str) -> None:
+    """III-C2's multisource report of one representative, stored with the program (its `mutation` record)."""
+    attempt_id, job_id = parse_subject(subject)
+    async with session_scope() as session:
+        job = await _live_synthesis(session, job_id)
+        if job is None or report_unit(attempt_id) in await job_units(session, job_id):
+            return
+        params = SynthesisParams.model_validate(job.params or {})
+        program = await session.get(Attempt, attempt_id)
+        problem = await session.get(Problem, program.problem_pk) if program is not None else None
+        if program is None or problem is None:
+            await jobs.count_unit_once(session, job_id, report_unit(attempt_id))
+            return
+        entry = benchmark_entry(program.mutation, job_id)
+        own = entry.get("job_id") == job_id
+        target = int(entry["target_score"]) if own else 5
+        parent_code = None
+        if own and entry.get("kind") != KIND_CONTEXT and program.parent_attempt_id:
+            parent_code = await session.scalar(
+                select(Attempt.source_code).where(Attempt.attempt_id == program.parent_attempt_id)
+            )
+        execution = await session.scalar(
+            select(Execution).where(Execution.attempt_id == attempt_id, Execution.run == 0)
+        )
+        stored_execution = (
+            {
+                "verdict": execution.verdict,
+                "passed": execution.passed,
+                "total": execution.total,
+                "compile_output": execution.compile_output,
+                "tests": execution.tests,
+                "toolchain": execution.toolchain,
+            }
+            if execution is not None
+            else None
+        )
+        static = await _static_analysis(session, attempt_id)
+        inputs = (problem.statement, program.source_code, program.language, program.parent_attempt_id if own else None)
+        calibrated = (entry.get("calibration") or {}).get("score")
+    rules = [RULES.get(rule_id) for rule_id in entry.get("rules", []) if rule_id in {r.id for r in RULES.rules}]
+    runners = _runners(ctx, params.llms)
+    stored: dict[str, Any]
+    try:
+        report = await build_calibration_report(
+            program_id=attempt_id,
+            requirement=inputs[0],
+            code=inputs[1],
+            language=inputs[2],
+            target_score=target,
+            parent_id=inputs[3],
+            parent_code=parent_code,
+            rules=rules,
+            execution=stored_execution,
+            runner=runners[0] if isinstance(runners, list) and runners and target > 0 else None,
+            static_analysis=static,
+            calibrated_score=calibrated,
+        )
+        stored = {"calibration_report": report.model_dump(mode="json", exclude={"calibrated_score"})}
+    except Exception as exc:  # noqa: BLE001 - recorded (GET .../calibration says why): the job still ends
+        log.exception("calibration report of %s for job %s failed", attempt_id, job_id)
+        stored = {"calibration_report_error": type(exc).__name__}
+    async with session_scope() as session:
+        row = await session.get(Attempt, attempt_id, with_for_update=True)
+        if row is not None:
+            row.mutation = with_benchmark_entry(row.mutation, job_id, **stored)
+        await jobs.count_unit_once(session, job_id, report_unit(attempt_id))
+
+
+async def _shutdown(ctx: dict[str, Any]) -> None:
+    for runner in ctx.get("axiom_runners", {}).values():
+        await runner.close()
+
+
+def run_worker() -> None:
+    """Run the perturbation worker until SIGTERM/SIGINT."""
+    worker.run(
+        worker.build_worker(
+            SERVICE,
+            functions=[perturb_attempt, verify_mutant, synthesize_program, finish_synthesis, prepare_calibration],
+            on_shutdown=_shutdown,
+        )
+    )
