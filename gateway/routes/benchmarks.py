@@ -138,26 +138,10 @@ async def _seeds(session: AsyncSession, tenant: str, body: SynthesizeIn) -> list
     """The requirements (problems) in the order they are named, each with its 5-point seeds."""
     by_problem: dict[int, list[str]] = {}
     if body.attempt_ids:
-        found = {
-            a.attempt_id: a
-            for a in (
-                await session.scalars(
-                    select(Attempt).where(Attempt.attempt_id.in_(body.attempt_ids), Attempt.tenant == tenant)
-                )
-            ).all()
-        }
-        for index, attempt_id in enumerate(body.attempt_ids):
-            seed = found.get(attempt_id)
-            if seed is None:
-                raise field_error(["body", "attempt_ids", index], f"no attempt {attempt_id!r}", 404)
-            if seed.status != AttemptStatus.DONE or seed.verdict != Verdict.AC:
-                raise field_error(
-                    ["body", "attempt_ids", index],
-                    f"attempt {attempt_id!r} is not an accepted program (status {seed.status}, verdict "
-                    f"{seed.verdict}); a 5-point seed must have finished with verdict AC",
-                )
+        accepted = await attempts.accepted_seeds(session, tenant, body.attempt_ids, ["body", "attempt_ids"])
+        for index, seed in enumerate(accepted):
             _check_seed_size(seed, ["body", "attempt_ids", index])
-            by_problem.setdefault(seed.problem_pk, []).append(attempt_id)
+            by_problem.setdefault(seed.problem_pk, []).append(seed.attempt_id)
     for index, problem_id in enumerate(body.problem_ids):
         problem = await attempts.find_problem(session, tenant, problem_id)
         if problem is None:

@@ -15,7 +15,7 @@ from gateway.errors import field_error
 from gateway.schemas import _In, within_limit
 from gateway.submissions import not_found
 from services.kernel import attempts, jobs, queue
-from services.kernel.contracts import AttemptStatus, Condition, JobKind, Verdict
+from services.kernel.contracts import Condition, JobKind
 from services.kernel.models import Attempt
 from services.kernel.registry import Task
 from services.mutation import CATALOGUE, operators_for
@@ -72,24 +72,8 @@ async def perturb(body: PerturbationsIn, principal: SubmitKey, session: SessionD
             raise field_error(
                 ["body", "operators", position], f"unknown operator {name!r}; see GET /v1/perturbations/operators"
             )
-    seeds = {
-        a.attempt_id: a
-        for a in (
-            await session.scalars(
-                select(Attempt).where(Attempt.attempt_id.in_(body.attempt_ids), Attempt.tenant == principal.tenant)
-            )
-        ).all()
-    }
-    for index, attempt_id in enumerate(body.attempt_ids):
-        seed = seeds.get(attempt_id)
-        if seed is None:
-            raise field_error(["body", "attempt_ids", index], f"no attempt {attempt_id!r}", 404)
-        if seed.status != AttemptStatus.DONE or seed.verdict != Verdict.AC:
-            raise field_error(
-                ["body", "attempt_ids", index],
-                f"attempt {attempt_id!r} is not an accepted program (status {seed.status}, verdict {seed.verdict}); "
-                "a seed must have finished with verdict AC",
-            )
+    for seed in await attempts.accepted_seeds(session, principal.tenant, body.attempt_ids, ["body", "attempt_ids"]):
+        attempt_id = seed.attempt_id
         if body.operators and not {o.name for o in operators_for(seed.language)} & set(body.operators):
             raise field_error(
                 ["body", "operators"], f"none of these operators applies to {seed.language} (seed {attempt_id!r})"

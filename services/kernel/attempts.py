@@ -35,6 +35,7 @@ from services.kernel.contracts import (
     Language,
     Mode,
     Stage,
+    Verdict,
 )
 from services.kernel.judges import configured_judges
 from services.kernel.models import Attempt, Job, Problem, new_id, utcnow
@@ -264,6 +265,30 @@ async def create_mutant(session: AsyncSession, parent: Attempt, spec: NewMutant,
     session.add(mutant)
     await session.flush()
     return mutant, True
+
+
+async def accepted_seeds(session: AsyncSession, tenant: str, attempt_ids: Sequence[str], loc: Loc) -> list[Attempt]:
+    """The tenant's attempts named by `attempt_ids`, in order, each an accepted program (done, verdict AC): what a
+    perturbation or a synthesis starts from. Unknown: 404 naming `loc[i]`; not accepted: 422 naming it."""
+    found = {
+        a.attempt_id: a
+        for a in (
+            await session.scalars(select(Attempt).where(Attempt.attempt_id.in_(attempt_ids), Attempt.tenant == tenant))
+        ).all()
+    }
+    seeds = []
+    for index, attempt_id in enumerate(attempt_ids):
+        seed = found.get(attempt_id)
+        if seed is None:
+            raise SubmissionError([*loc, index], f"no attempt {attempt_id!r}", 404)
+        if seed.status != AttemptStatus.DONE or seed.verdict != Verdict.AC:
+            raise SubmissionError(
+                [*loc, index],
+                f"attempt {attempt_id!r} is not an accepted program (status {seed.status}, verdict "
+                f"{seed.verdict}); a seed must have finished with verdict AC",
+            )
+        seeds.append(seed)
+    return seeds
 
 
 # ---- moving through the pipeline --------------------------------------------------------------------------

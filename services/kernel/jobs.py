@@ -105,13 +105,19 @@ async def finish(
     return moved
 
 
-async def count_unit_once(session: AsyncSession, job_id: str, unit: str) -> bool:
-    """Add one to the job's progress unless this unit was already counted (a retried task); True if counted."""
+async def record_unit(session: AsyncSession, job_id: str, unit: str) -> bool:
+    """Write the job_unit row `unit` unless it exists; True if this call wrote it. Alone it is a record (e.g. a
+    synthesis draw's outcome); `count_unit_once` also counts it toward the job's progress."""
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     result = await session.execute(
         insert(JobUnit).values(job_id=job_id, unit=unit).on_conflict_do_nothing(index_elements=["job_id", "unit"])
     )
-    if not result.rowcount:  # type: ignore[attr-defined]
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def count_unit_once(session: AsyncSession, job_id: str, unit: str) -> bool:
+    """Add one to the job's progress unless this unit was already counted (a retried task); True if counted."""
+    if not await record_unit(session, job_id, unit):
         return False
     await add_progress(session, job_id)
     return True

@@ -34,8 +34,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 from sqlalchemy import select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.kernel import attempts, jobs, queue, worker
@@ -269,18 +267,9 @@ class SynthesisParams(BaseModel):
     repeats: int = 1
 
 
-async def _record(session: AsyncSession, job_id: str, unit: str) -> bool:
-    """Write a job_unit row that is a record, not a counted unit (a draw's outcome); True if it is new."""
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    result = await session.execute(
-        insert(JobUnit).values(job_id=job_id, unit=unit).on_conflict_do_nothing(index_elements=["job_id", "unit"])
-    )
-    return bool(result.rowcount)  # type: ignore[attr-defined]
-
-
 async def _settle_draw(session: AsyncSession, job_id: str, slot: str, draw: int, *, kept: bool) -> None:
     """A verified candidate: its slot is filled (counted), or the draw did not match its target."""
-    await _record(session, job_id, draw_unit(slot, draw, DRAW_KEPT if kept else DRAW_MISMATCH))
+    await jobs.record_unit(session, job_id, draw_unit(slot, draw, DRAW_KEPT if kept else DRAW_MISMATCH))
     if kept:
         await jobs.count_unit_once(session, job_id, slot_unit(slot))
 
@@ -392,7 +381,7 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
                 session, job_id, requirement_index, requirement, index if target == 5 else None
             )
             if problem is None or not pool:  # deleted meanwhile: nothing to perturb
-                await _record(session, job_id, draw_unit(slot, draw, "error"))
+                await jobs.record_unit(session, job_id, draw_unit(slot, draw, "error"))
     if problem is None or not pool:
         await _advance(job_id)
         return
@@ -431,16 +420,16 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
             if new:
                 await jobs.add_total(session, job_id, 1)  # the attempt counts when it ends
                 created.append(row)
-                await _record(session, job_id, draw_unit(slot, draw, DRAW_CANDIDATE))
+                await jobs.record_unit(session, job_id, draw_unit(slot, draw, DRAW_CANDIDATE))
             else:
                 owner = benchmark_entry(row.mutation, job_id)
                 same = (owner.get("slot"), owner.get("draw")) == (slot, draw)
-                await _record(session, job_id, draw_unit(slot, draw, DRAW_CANDIDATE if same else "duplicate"))
+                await jobs.record_unit(session, job_id, draw_unit(slot, draw, DRAW_CANDIDATE if same else "duplicate"))
         else:
             kind = outcome.kind.value if isinstance(outcome, Rejection) else "error"
             if isinstance(outcome, Rejection):
                 log.info("synthesis draw %s:%s of job %s rejected (%s): %s", slot, draw, job_id, kind, outcome.reason)
-            await _record(session, job_id, draw_unit(slot, draw, kind))
+            await jobs.record_unit(session, job_id, draw_unit(slot, draw, kind))
     await attempts.enqueue_first_stages(created)
     await _advance(job_id)
 
