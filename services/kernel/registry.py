@@ -62,6 +62,17 @@ class Service:
     pending: PendingQuery | None = None
 
 
+async def _live_jobs(session: AsyncSession, kind: JobKind, cutoff: datetime, limit: int) -> list[Job]:
+    """The oldest live jobs of `kind` created before `cutoff`."""
+    rows = await session.scalars(
+        select(Job)
+        .where(Job.kind == kind, Job.status.in_(LIVE_JOB_STATUSES), Job.created_at < cutoff)
+        .order_by(Job.created_at)
+        .limit(limit)
+    )
+    return list(rows.all())
+
+
 async def _pending_direct_executions(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:
     ids = await session.scalars(
         select(Job.job_id)
@@ -75,14 +86,8 @@ async def _pending_direct_executions(session: AsyncSession, cutoff: datetime, li
 async def _pending_rejudging(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:
     """Re-judge jobs: every attempt of the job whose unit is not counted yet (subject `attempt@job`)."""
     work: PendingWork = []
-    live = await session.scalars(
-        select(Job)
-        .where(Job.kind == JobKind.JUDGE, Job.status.in_(LIVE_JOB_STATUSES), Job.created_at < cutoff)
-        .order_by(Job.created_at)
-        .limit(limit)
-    )
-    for job in live.all():
-        counted = set((await session.scalars(select(JobUnit.unit).where(JobUnit.job_id == job.job_id))).all())
+    for job in await _live_jobs(session, JobKind.JUDGE, cutoff, limit):
+        counted = await job_units(session, job.job_id)
         work += [
             (Task.JUDGE_ATTEMPT, f"{a}@{job.job_id}")
             for a in (job.params or {}).get("attempt_ids", [])
@@ -106,14 +111,8 @@ async def _pending_perturbations(session: AsyncSession, cutoff: datetime, limit:
     """Perturbation jobs: each seed not yet perturbed (unit `perturb:<attempt>`), and, when the job judges,
     each seed not yet judged under its conditions (unit `<attempt>`, counted by the judge worker)."""
     work: PendingWork = []
-    live = await session.scalars(
-        select(Job)
-        .where(Job.kind == JobKind.PERTURB, Job.status.in_(LIVE_JOB_STATUSES), Job.created_at < cutoff)
-        .order_by(Job.created_at)
-        .limit(limit)
-    )
-    for job in live.all():
-        counted = set((await session.scalars(select(JobUnit.unit).where(JobUnit.job_id == job.job_id))).all())
+    for job in await _live_jobs(session, JobKind.PERTURB, cutoff, limit):
+        counted = await job_units(session, job.job_id)
         params = job.params or {}
         for attempt_id in params.get("attempt_ids", []):
             if f"perturb:{attempt_id}" not in counted:
@@ -240,13 +239,7 @@ async def job_units(session: AsyncSession, job_id: str) -> set[str]:
 
 async def _pending_synthesis(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:
     work: PendingWork = []
-    live = await session.scalars(
-        select(Job)
-        .where(Job.kind == JobKind.SYNTHESIZE, Job.status.in_(LIVE_JOB_STATUSES), Job.created_at < cutoff)
-        .order_by(Job.created_at)
-        .limit(limit)
-    )
-    for job in live.all():
+    for job in await _live_jobs(session, JobKind.SYNTHESIZE, cutoff, limit):
         work += synthesis_work(job, await job_units(session, job.job_id))
     return work[:limit]
 
