@@ -8,7 +8,10 @@ Inputs (api.md conventions)
     ratings: raters x items matrix, None for a missing rating (Krippendorff's alpha, Fleiss' kappa, ICC). Without
         it those three use the two raters ``[y_true, y_score]``.
     cluster: the bootstrap cluster of every item (default: every item its own cluster).
-Every per-item array has one entry per item; ``ratings`` has one column per item.
+    surface_sim: SurfaceSim of every code pair (``local_thresholds``).
+    metric_scores: name -> every code pair's score by that metric (``local_thresholds``).
+Every per-item array has one entry per item (every array of ``metric_scores`` too); ``ratings`` has one column per
+item.
 
 Metrics and the params each reads (defaults in brackets)
     roc_auc, pr_auc, brier: y_true (0/1), y_score.
@@ -40,6 +43,11 @@ Metrics and the params each reads (defaults in brackets)
         bootstrap, clusters must not split a trajectory.
     distinguishability (paper 002, 3.2.2): one item per code pair; y_score the metric's non-negative score, y_true 1
         for an equivalent pair and 0 for a non-equivalent one.
+    local_thresholds (paper 002, 3.4, Algorithm 2): one item per code pair; y_true its df_score in [0, 1],
+        surface_sim its SurfaceSim in [0, 1], metric_scores the metrics' scores. ``protocol`` [``"pseudocode"``] |
+        ``"local_rq3"`` (see ``metrics.similarity``); ``step`` [the protocol's: 0.01 | 0.05], at least 0.01. A dict:
+        x_lo, x_hi, y_lo, y_hi, objective, n_dfs, n_sfd, n_control. No bootstrap interval: with a bootstrap it is
+        in ``ci_errors`` with the reason (a percentile interval of grid thresholds is not a meaningful interval).
     axiom_gating, axiom_functionality, axiom_quality, axiom_effort (paper 000, V-B): y_true ground-truth scores 0..5,
         y_score the metric's scores 0..5; MCC of that subtask.
     With a bootstrap: ``ci_level`` [0.95], ``min_clusters`` [2].
@@ -102,7 +110,11 @@ SCALAR_PARAMS: dict[str, Any] = {
     "max_turn": None,
     "ci_level": 0.95,
     "min_clusters": 2,
+    "protocol": "pseudocode",
+    "step": None,
 }
+# Algorithm 2's finest grid step through compute: its work grows with (1 / step) ** 4.
+MIN_THRESHOLD_STEP = 0.01
 
 
 def _number(params: Mapping[str, Any], key: str, low: float | None = None, high: float | None = None) -> float:
@@ -139,6 +151,8 @@ class _Inputs:
     ratings: FloatArray | None
     items: dict[str, NDArray[Any]]
     settings: dict[str, Any]
+    surface_sim: FloatArray | None = None
+    metric_scores: dict[str, FloatArray] | None = None
     fold_ids: IntArray | None = None
     _cache: dict[str, Any] = field(default_factory=dict)
 
@@ -150,6 +164,8 @@ class _Inputs:
         groups: ArrayLike | None,
         ratings: ArrayLike | None,
         params: Mapping[str, Any] | None,
+        surface_sim: ArrayLike | None = None,
+        metric_scores: Mapping[str, ArrayLike] | None = None,
     ) -> _Inputs:
         raw = dict(params or {})
         unknown = sorted(set(raw) - set(SCALAR_PARAMS) - set(PER_ITEM_PARAMS))
@@ -177,16 +193,39 @@ class _Inputs:
         if len(set(lengths.values())) > 1:
             described = ", ".join(f"{name}: {length}" for name, length in lengths.items())
             raise MetricInputError(f"per-item inputs differ in length ({described}); they must match")
+        n_items = next(iter(lengths.values()), None)
+        surface = None if surface_sim is None else as_float_vector(surface_sim, "surface_sim")
+        if surface is not None:
+            if n_items is not None and surface.size != n_items:
+                raise MetricInputError(
+                    f"surface_sim has {surface.size} entries but the other per-item inputs have {n_items}"
+                )
+            n_items = surface.size
+        per_metric = None
+        if metric_scores is not None:
+            if not isinstance(metric_scores, Mapping):
+                raise MetricInputError("metric_scores must map metric names to per-item scores")
+            per_metric = {}
+            for name, values in metric_scores.items():
+                where = f"metric_scores.{name}"
+                per_metric[str(name)] = vector = as_float_vector(values, where)
+                if n_items is not None and vector.size != n_items:
+                    raise MetricInputError(
+                        f"{where} has {vector.size} entries but the other per-item inputs have {n_items}"
+                    )
+                n_items = vector.size
         settings = {key: raw.get(key, default) for key, default in SCALAR_PARAMS.items()}
         settings = {key: (SCALAR_PARAMS[key] if value is None else value) for key, value in settings.items()}
         return cls(
-            n_items=next(iter(lengths.values()), 0),
+            n_items=0 if n_items is None else n_items,
             y_true=truth,
             y_score=score,
             groups=group_labels,
             ratings=matrix,
             items=arrays,
             settings=settings,
+            surface_sim=surface,
+            metric_scores=per_metric,
         )
 
     def need(self, what: str, metric: str) -> NDArray[Any]:
@@ -239,6 +278,10 @@ class _Inputs:
             ratings=None if self.ratings is None else self.ratings[:, items],
             items={key: array[items] for key, array in self.items.items()},
             settings=settings,
+            surface_sim=None if self.surface_sim is None else self.surface_sim[items],
+            metric_scores=None
+            if self.metric_scores is None
+            else {name: values[items] for name, values in self.metric_scores.items()},
             fold_ids=None if self.fold_ids is None else self.fold_ids[items],
             _cache={},
         )
@@ -333,11 +376,46 @@ def _axiom(subtask: str) -> Callable[[_Inputs], float]:
     return point
 
 
+def _local_thresholds(inputs: _Inputs) -> dict[str, float]:
+    name = "local_thresholds"
+    df_score = inputs.need("y_true", name)
+    surface = inputs.need("surface_sim", name)
+    if inputs.metric_scores is None:
+        raise MetricInputError(f"metric_scores is required for {name}")
+    if not inputs.metric_scores:
+        raise MetricInputError(f"metric_scores must name at least one metric for {name}")
+    for where, values in (("y_true", df_score), ("surface_sim", surface)):
+        if values.size and (values.min() < 0 or values.max() > 1):
+            raise MetricInputError(f"{where} must lie in [0, 1] for {name}")
+    protocol = _choice(inputs.settings, "protocol", tuple(similarity.PROTOCOLS))
+    step = None if inputs.settings["step"] is None else _number(inputs.settings, "step", MIN_THRESHOLD_STEP, 1.0)
+    found = similarity.select_region_thresholds(surface, df_score, inputs.metric_scores, step=step, protocol=protocol)
+    assert found.n_dfs is not None and found.n_sfd is not None and found.n_control is not None
+    return {
+        "x_lo": found.x_lo,
+        "x_hi": found.x_hi,
+        "y_lo": found.y_lo,
+        "y_hi": found.y_hi,
+        "objective": found.objective,
+        "n_dfs": found.n_dfs,
+        "n_sfd": found.n_sfd,
+        "n_control": found.n_control,
+    }
+
+
+# Why a metric has no bootstrap interval (it is computed once, on the full sample).
+NO_INTERVAL = {
+    "local_thresholds": "no bootstrap interval for local_thresholds: it is a grid search, computed once on the full "
+    "sample (a percentile interval of grid thresholds would not be a meaningful interval)",
+}
+
+
 @dataclass(frozen=True)
 class _Spec:
     point: Callable[[_Inputs], Value]
     weighted: Callable[[_Inputs, FloatArray], FloatArray] | None = None
     trajectories: bool = False
+    bootstrap: bool = True
 
 
 _SPECS: dict[str, _Spec] = {
@@ -408,6 +486,7 @@ _SPECS: dict[str, _Spec] = {
             i.need("y_score", "distinguishability"), i.need("y_true", "distinguishability")
         )
     ),
+    "local_thresholds": _Spec(_local_thresholds, bootstrap=False),
     **{f"axiom_{subtask}": _Spec(_axiom(subtask)) for subtask in axiom.SUBTASKS},
 }
 
@@ -509,12 +588,14 @@ def compute(
     seed: int = 0,
     *,
     vectorised: bool = True,
+    surface_sim: ArrayLike | None = None,
+    metric_scores: Mapping[str, ArrayLike] | None = None,
 ) -> dict[str, Any]:
     """Compute the named metrics, with cluster-bootstrap percentile intervals when ``bootstrap > 0``.
 
     Args:
         metrics: names from :data:`METRIC_NAMES`.
-        y_true, y_score, groups, ratings, params, cluster: see the module docstring.
+        y_true, y_score, groups, ratings, params, cluster, surface_sim, metric_scores: see the module docstring.
         bootstrap: number of resamples (0: no intervals).
         seed: seed of the resampling generator.
         vectorised: evaluate the metrics that have a weights-based form on all resamples at once (default), or call
@@ -529,17 +610,20 @@ def compute(
     """
     names = _check_names(metrics)
     _check_bootstrap_count(bootstrap)
-    inputs = _Inputs.build(y_true, y_score, groups, ratings, params)
+    inputs = _Inputs.build(y_true, y_score, groups, ratings, params, surface_sim, metric_scores)
     values, errors = _point_values(names, inputs)
     result: dict[str, Any] = {"values": values, "ci": {}, "errors": errors}
     if bootstrap == 0:
         return result
     level = _number(inputs.settings, "ci_level", 0.0, 1.0)
-    result["ci_errors"] = {}
+    result["ci_errors"] = {name: NO_INTERVAL[name] for name in values if not _SPECS[name].bootstrap}
+    values = {name: value for name, value in values.items() if _SPECS[name].bootstrap}
+    if not values:
+        return result
     try:
         resamples, labels = _prepare_bootstrap(inputs, names, bootstrap, cluster, seed)
     except UndefinedMetricError as exc:
-        result["ci_errors"] = {name: str(exc) for name in values}
+        result["ci_errors"].update({name: str(exc) for name in values})
         return result
     weights = resamples.weights(labels) if vectorised and any(_SPECS[n].weighted for n in values) else None
     dropped: dict[str, int] = {}

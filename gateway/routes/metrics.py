@@ -22,7 +22,9 @@ from services.kernel.settings import get_settings
 router = APIRouter(tags=["metrics"])
 
 # The library's messages name the argument; the first one named is the field reported.
-_ARGUMENT = re.compile(r"\b(params\.\w+|y_true|y_score|groups|ratings|cluster|metrics|bootstrap|seed)\b")
+_ARGUMENT = re.compile(
+    r"\b(params\.\w+|metric_scores(?:\.[\w-]+)?|surface_sim|y_true|y_score|groups|ratings|cluster|metrics|bootstrap|seed)\b"
+)
 
 
 class MetricsIn(_In):
@@ -35,6 +37,9 @@ class MetricsIn(_In):
     bootstrap: int = Field(default=0, ge=0, le=20_000)
     cluster: list[Any] | None = None
     seed: int = 0
+    # local_thresholds (LoCaL Algorithm 2): SurfaceSim per pair, and each metric's score per pair.
+    surface_sim: list[Any] | None = None
+    metric_scores: dict[str, list[Any]] | None = Field(default=None, max_length=64)
 
 
 def _size(value: Any) -> int:
@@ -48,8 +53,9 @@ def _size(value: Any) -> int:
 
 def compute_items(body: MetricsIn) -> int:
     """The number of items one resample weighs: the largest per-item input (`y_true`, `y_score`, `groups`,
-    `cluster`, an array in `params`), or every cell of `ratings` (raters x items)."""
-    arrays: list[Any] = [body.y_true, body.y_score, body.groups, body.cluster, body.ratings]
+    `cluster`, `surface_sim`, an array in `params`), or every cell of `ratings` (raters x items). `metric_scores`
+    is left out: only `local_thresholds` reads it, and it is never resampled."""
+    arrays: list[Any] = [body.y_true, body.y_score, body.groups, body.cluster, body.ratings, body.surface_sim]
     arrays += list((body.params or {}).values())
     return max((_size(a) for a in arrays), default=0)
 
@@ -85,6 +91,8 @@ async def compute_metrics(body: MetricsIn, _: ReadKey) -> dict[str, Any]:
             bootstrap=body.bootstrap,
             cluster=body.cluster,
             seed=body.seed,
+            surface_sim=body.surface_sim,
+            metric_scores=body.metric_scores,
         )
     except MetricInputError as exc:
         message = str(exc)

@@ -59,6 +59,21 @@ def code_tokens(source: str, language: str) -> list[str]:
     return tokens
 
 
+def code_token_types(source: str, language: str) -> list[str]:
+    """The Pygments token types of the tokens `code_tokens` keeps, as strings (`"Token.Keyword"`,
+    `"Token.Name.Function"`, ...), one per token and in the same order.
+
+    Raises:
+        UnsupportedLanguage: the language is not python, c, cpp or java.
+    """
+    check_language(language)
+    types = []
+    for token_type, value in _lexer(language).get_tokens(source):
+        if value.strip() and not _is_comment(token_type):
+            types.append(str(token_type))
+    return types
+
+
 def blank_comments(source: str, language: str) -> str:
     """The source with every comment (as Pygments sees it) blanked: a comment becomes its newlines, or a single
     space if it has none, so the program still parses and its line structure holds.

@@ -30,6 +30,8 @@ def _all_inputs(n: int, rng: np.random.Generator, labels: np.ndarray, scores: np
         "y_true": labels,
         "y_score": scores,
         "groups": np.arange(n) // 2,
+        "surface_sim": scores,
+        "metric_scores": {"m": scores},
         "ratings": ratings.tolist(),
         "params": {
             "folds": 2,
