@@ -16,8 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from executor import differential as _differential
 from executor.builds import Build, BuildCache
 from executor.checkers import excerpt, mismatch, values_equal
+from executor.differential import DifferentialResult
 from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, Toolchain, get_language, toolchain
 from services.kernel.contracts import Checker, ExecutionResult, Language, Limits, Mode, TestCase, TestResult, Verdict
@@ -45,6 +47,7 @@ MESSAGE_CAP = 300
 # A cancelled execute keeps its slot until the jail it started is really gone (SIGTERM to nsjail).
 _CANCEL_WAIT_S = 5.0
 _HARNESS_SOURCE = Path(__file__).parent / "harness" / "function_runner.py"
+_DIFF_HARNESS_SOURCE = Path(__file__).parent / "harness" / "diff_runner.py"
 _KNOWN_BUILDS = 4096
 
 
@@ -69,6 +72,7 @@ class Executor:
         self._builds = BuildCache(visible / "builds", self._sandbox)
         self.builds_root = self._builds.root
         self._harness = _install_harness(visible / "harness")
+        _install_harness(visible / "harness", _DIFF_HARNESS_SOURCE)  # beside it: it imports function_runner
         # Bounds the sandboxes running at once, across every concurrent execute() of this Executor.
         self._slots = asyncio.Semaphore(slots)
         # Our own threads: a run blocks its thread for up to the wall limit, which must not starve the
@@ -153,6 +157,42 @@ class Executor:
             tests=list(outcomes),
             toolchain=tools.key,
             build_cached=build.cached,
+        )
+
+    async def differential(
+        self,
+        *,
+        tenant: str,
+        reference_language: str,
+        reference_source: str,
+        candidate_language: str,
+        candidate_source: str,
+        mode: Mode,
+        entry_point: str | None,
+        repetitions: Sequence[Sequence[Any]],
+        time_budget_s: float,
+        per_input_timeout_s: float = 2.0,
+        float_tolerance: float | None = None,
+        checker: Checker = DEFAULT_CHECKER,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> DifferentialResult:
+        """Differential fuzzing of a (reference, candidate) pair, each side in its own jail: see
+        executor/differential.py. Raises ValueError for requests that cannot be executed."""
+        return await _differential.differential(
+            self,
+            tenant=tenant,
+            reference_language=reference_language,
+            reference_source=reference_source,
+            candidate_language=candidate_language,
+            candidate_source=candidate_source,
+            mode=mode,
+            entry_point=entry_point,
+            repetitions=repetitions,
+            time_budget_s=time_budget_s,
+            per_input_timeout_s=per_input_timeout_s,
+            float_tolerance=float_tolerance,
+            checker=checker,
+            limits=limits,
         )
 
     # --- building -----------------------------------------------------------------------------------
@@ -425,13 +465,13 @@ def _validate(lang: LanguageSpec, tests: list[TestCase], mode: str, entry_point:
             raise ValueError(f"tests[{index}]: function-mode input must be a list of positional arguments")
 
 
-def _install_harness(directory: Path) -> Path:
+def _install_harness(directory: Path, source: Path = _HARNESS_SOURCE) -> Path:
     """A copy of the harness in the staging directory, which is known to be reachable from inside the jail
     (the package itself may live under a directory the sandbox user cannot search)."""
     directory.mkdir(exist_ok=True)
     directory.chmod(0o755)
-    target = directory / _HARNESS_SOURCE.name
-    content = _HARNESS_SOURCE.read_bytes()
+    target = directory / source.name
+    content = source.read_bytes()
     if not target.exists() or target.read_bytes() != content:
         temp = directory / f".{target.name}.{os.getpid()}"
         temp.write_bytes(content)
