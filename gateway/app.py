@@ -24,6 +24,7 @@ from gateway.routes import (
     perturbations,
     problems,
     reports,
+    similarity,
 )
 from services.kernel import queue, telemetry
 from services.kernel.db import dispose_engine, init_engine
@@ -123,7 +124,7 @@ def create_app() -> FastAPI:
     )
     errors.install(app)
     routers = (keys, problems, attempts, jobs, executions, languages, judges, metrics, reports, perturbations)
-    for module in (*routers, benchmarks, ops):
+    for module in (*routers, similarity, benchmarks, ops):
         app.include_router(module.router)
     app.add_middleware(MetricsMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=get_settings().max_body_bytes)

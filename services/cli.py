@@ -246,6 +246,84 @@ def cmd_perturb(args: argparse.Namespace) -> int:
     return 0 if job["status"] == JobStatus.SUCCEEDED else 1
 
 
+def _read_pairs(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSONL file of code pairs (LoCaL's shape), with the line of any that is not JSON."""
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"{path}:{number}: not JSON ({exc.msg})") from None
+    if not records:
+        raise SystemExit(f"{path}: no pairs")
+    return records
+
+
+def _number(value: Any, digits: int = 3) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def cmd_similarity(args: argparse.Namespace) -> int:
+    """Score a JSONL of code pairs by differential fuzzing, follow the job with a progress bar, then print each
+    metric's MAE against df_score and the SFD/DFS/Control regions; optionally save every pair's row as JSONL."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.table import Table
+
+    body: dict[str, Any] = {
+        "pairs": _read_pairs(Path(args.file)),
+        "repeats": args.repeats,
+        "time_budget_s": args.time_budget,
+        "seed": args.seed,
+        "protocol": args.protocol,
+        "crystal_k": args.crystal_k,
+    }
+    if args.n_inputs is not None:
+        body["n_inputs"] = args.n_inputs
+    with client_from(args) as client:
+        response = client.post("/v1/similarity/datasets", json=body)
+        if response.status_code != 202:
+            return _fail(response)
+        job_id = response.json()["job_id"]
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=console) as progress:
+            bar = progress.add_task(f"fuzzing pairs ({job_id})", total=len(body["pairs"]))
+            while True:
+                job = client.get(f"/v1/similarity/{job_id}", params={"limit": 1}).json()
+                progress.update(bar, completed=job["progress"]["done"])
+                if job["status"] in TERMINAL_JOB_STATUSES:
+                    break
+                time.sleep(0.5)
+        rows: list[dict[str, Any]] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = client.get(f"/v1/similarity/{job_id}", params={"offset": offset, "limit": 500}).json()
+            rows += page["pairs"]
+            offset = page["next_offset"]
+    summary = page["summary"]
+    table = Table(title=f"similarity {job_id} ({job['status']}): {summary['pairs']} pairs scored; MAE against df_score")
+    table.add_column("metric")
+    table.add_column("MAE")
+    regions = summary.get("regions") or {}
+    for region in regions:
+        table.add_column(f"{region} ({regions[region]['pairs']})")
+    for metric, mae in (summary.get("mae") or {}).items():
+        table.add_row(metric, _number(mae), *(_number(regions[r]["mae"].get(metric)) for r in regions))
+    Console().print(table)
+    if summary.get("thresholds"):
+        th = summary["thresholds"]
+        console.print(
+            f"thresholds ({summary.get('thresholds_source')}): x_lo={th['x_lo']} x_hi={th['x_hi']} "
+            f"y_lo={th['y_lo']} y_hi={th['y_hi']}"
+        )
+    failed = [row for row in rows if row["status"] == "failed"]
+    if failed:
+        console.print(f"[yellow]{len(failed)} pairs failed[/], e.g. {failed[0]['id']}: {failed[0]['error']}")
+    if args.output:
+        Path(args.output).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return 0 if job["status"] == JobStatus.SUCCEEDED else 1
+
+
 def _int_list(text: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",") if part.strip()]
@@ -425,6 +503,20 @@ def build_parser() -> argparse.ArgumentParser:
     synthesize.add_argument("--json", action="store_true", help="also print the job with every program as JSON")
     client_args(synthesize)
     synthesize.set_defaults(func=cmd_synthesize)
+
+    similarity = sub.add_parser(
+        "similarity", help="score a JSONL of code pairs by differential fuzzing (LoCaL's table), with progress"
+    )
+    similarity.add_argument("file", help="JSONL: id, golden_code, generated_code, and problem_id or input_spec")
+    similarity.add_argument("--n-inputs", type=int, default=None, help="N (default 2000 function, 1000 program)")
+    similarity.add_argument("--repeats", type=int, default=5, help="R repetitions (LoCaL: 5)")
+    similarity.add_argument("--time-budget", type=float, default=60.0, help="T seconds per repetition")
+    similarity.add_argument("--seed", type=int, default=0, help="makes the inputs reproducible")
+    similarity.add_argument("--protocol", choices=["pseudocode", "local_rq3"], default="local_rq3")
+    similarity.add_argument("--crystal-k", type=int, default=50, help="CrystalBLEU's k (LoCaL: 50)")
+    similarity.add_argument("--output", metavar="FILE", help="write every pair's row as JSONL to FILE")
+    client_args(similarity)
+    similarity.set_defaults(func=cmd_similarity)
 
     demo = sub.add_parser("demo", help="HumanEval end to end: canonical solutions and wrong variants, then a table")
     demo.add_argument("--data-dir", type=Path, default=None)

@@ -243,8 +243,10 @@ class Thresholds:
     y_hi: float
     objective: float
 
-    def to_json(self) -> dict[str, float]:
-        return {"x_lo": self.x_lo, "x_hi": self.x_hi, "y_lo": self.y_lo, "y_hi": self.y_hi, "objective": self.objective}
+    def to_json(self) -> dict[str, float | None]:
+        """The thresholds; ``objective`` None when they were given rather than chosen by Algorithm 2."""
+        objective = None if math.isnan(self.objective) else self.objective
+        return {"x_lo": self.x_lo, "x_hi": self.x_hi, "y_lo": self.y_lo, "y_hi": self.y_hi, "objective": objective}
 
 
 @dataclass

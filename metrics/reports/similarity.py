@@ -22,7 +22,7 @@ Plot: ``similarity_scatter``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -46,6 +46,105 @@ REFERENCE_METHODS = ("chrf", "codebleu", "edit_similarity")
 SURFACE_METHOD = "edit_similarity"
 _METRIC_KEYS = ("metric", "n", "clusters", "distinguishability", "mae")
 DF_SCORE_SOURCE = "share of the problem's tests the attempt passes (passed / total; IE executions left out)"
+DF_SCORE_FUZZING = "differential fuzzing (paper 002, Algorithm 1) of the job's pairs"
+# Algorithm 2's protocols (metrics/similarity.py): the paper's pseudo-code, or with the RQ3 constraints.
+Protocol = Literal["pseudocode", "local_rq3"]
+REGION_NAMES = {"dfs": "DFS", "sfd": "SFD", "control": "Control"}
+
+
+def scored_pairs(results: Mapping[int, Mapping[str, Any] | None]) -> tuple[dict[int, dict[str, Any]], list[int]]:
+    """The pairs of a similarity job that enter its table, by ordinal, as :func:`from_pairs` reads them, and the
+    ordinals left out: a df_score of -1 (every repetition timed out, as LoCaL excludes them) or no surface
+    similarity (the two programs in different languages)."""
+    kept: dict[int, dict[str, Any]] = {}
+    left_out: list[int] = []
+    for ordinal, result in sorted(results.items()):
+        result = result or {}
+        df, surface = result.get("df_score"), (result.get("surface_similarity") or {}).get("mean")
+        if df is None or df < 0 or surface is None:
+            left_out.append(ordinal)
+            continue
+        cems = {k: v for k, v in (result.get("cems") or {}).items() if v is not None}
+        kept[ordinal] = {"df_score": float(df), "surface_similarity": float(surface), "cems": cems}
+    return kept, left_out
+
+
+def dataset_summary(
+    results: Mapping[int, Mapping[str, Any] | None],
+    *,
+    thresholds: Mapping[str, float] | None = None,
+    protocol: Protocol = "local_rq3",
+    complete: bool = True,
+) -> dict[str, Any]:
+    """A similarity job's LoCaL-style summary (paper 002, 3.4 and 4.2) over its scored pairs (ordinal -> result):
+    each metric's MAE against df_score, the SFD/DFS thresholds (``thresholds`` if given, else Algorithm 2 under
+    ``protocol`` once the job is ``complete``), the pairs and each metric's MAE per region, and every pair's region
+    (``regions_by_pair``). Metrics missing for some pair are left out of Algorithm 2 and say so."""
+    pairs, left_out = scored_pairs(results)
+    summary: dict[str, Any] = {"pairs": len(pairs), "left_out": left_out, "errors": {}}
+    errors: dict[str, str] = summary["errors"]
+    if not pairs:
+        errors["pairs"] = "no scored pair with a df_score of at least 0 yet"
+        return summary
+    ordinals = sorted(pairs)
+    df = np.array([pairs[o]["df_score"] for o in ordinals])
+    surface = np.array([pairs[o]["surface_similarity"] for o in ordinals])
+    names_all = sorted({m for p in pairs.values() for m in p["cems"]})
+    scores = {m: np.array([pairs[o]["cems"].get(m, np.nan) for o in ordinals]) for m in names_all}
+    complete_scores = {m: v for m, v in scores.items() if not np.isnan(v).any()}
+    summary["mae"] = {
+        m: similarity_lib.prediction_error(df[~np.isnan(v)], v[~np.isnan(v)]) if (~np.isnan(v)).any() else None
+        for m, v in scores.items()
+    }
+    for m in sorted(set(scores) - set(complete_scores)):
+        errors[f"metrics/{m}"] = "some pairs lack this metric's score; Algorithm 2 leaves it out"
+    chosen: similarity_lib.RegionThresholds | None = None
+    if thresholds is not None:
+        chosen = similarity_lib.RegionThresholds(
+            float(thresholds["x_lo"]),
+            float(thresholds["x_hi"]),
+            float(thresholds["y_lo"]),
+            float(thresholds["y_hi"]),
+            float("nan"),
+        )
+        summary["thresholds_source"] = "given"
+    elif not complete:
+        errors["thresholds"] = "Algorithm 2 runs once every pair is scored"
+    elif not complete_scores:
+        errors["thresholds"] = "no metric scored every pair: Algorithm 2 needs metric scores"
+    else:
+        try:
+            chosen = similarity_lib.select_region_thresholds(surface, df, complete_scores, protocol=protocol)
+        except (MetricInputError, UndefinedMetricError) as exc:
+            errors["thresholds"] = str(exc)
+        summary["thresholds_source"] = f"algorithm 2 ({protocol})"
+    if chosen is None:
+        summary["thresholds"] = None
+        return summary
+    summary["thresholds"] = {
+        "x_lo": chosen.x_lo,
+        "x_hi": chosen.x_hi,
+        "y_lo": chosen.y_lo,
+        "y_hi": chosen.y_hi,
+        "objective": None if np.isnan(chosen.objective) else chosen.objective,
+    }
+    masks = similarity_lib.region_masks(surface, df, chosen)
+    regions: dict[str, Any] = {}
+    for key, mask in masks.items():
+        regions[REGION_NAMES[key]] = {
+            "pairs": int(mask.sum()),
+            "mae": {
+                m: similarity_lib.prediction_error(df[mask & ~np.isnan(v)], v[mask & ~np.isnan(v)])
+                if (mask & ~np.isnan(v)).any()
+                else None
+                for m, v in scores.items()
+            },
+        }
+    summary["regions"] = regions
+    summary["regions_by_pair"] = {
+        o: next(REGION_NAMES[k] for k in ("dfs", "sfd", "control") if masks[k][i]) for i, o in enumerate(ordinals)
+    }
+    return summary
 
 
 def _df_score(row: TidyRow) -> float | None:
@@ -136,8 +235,25 @@ def build(
 ) -> Report:
     """The similarity report of a tidy judgment table: every attempt paired with its problem's reference
     (:func:`pairs_from_rows`, module docstring); intervals resample ``cluster`` (by default the problem: pairs of one
-    problem share their reference). No pair is a report whose sections say so, never an error."""
+    problem share their reference). No pair is a report whose sections say so, never an error.
+
+    Rows of a similarity job (filter ``job_id``; the reports service reads them with ``pair_id``, ``df_score`` from
+    differential fuzzing, ``surface_similarity``, ``cems``, and the job's ``thresholds`` and ``protocol``) are
+    code pairs already: the report then shows them in a ``pairs`` table, with the job's thresholds or Algorithm 2
+    under its protocol."""
     cluster = check_cluster(cluster, CLUSTERS, "similarity")
+    if rows and all("pair_id" in row for row in rows):
+        first = rows[0]
+        pairs = [{**row, "cluster": cluster_of(row, cluster)} for row in rows]
+        return from_pairs(
+            pairs,
+            bootstrap=bootstrap,
+            seed=seed,
+            equivalent_at=equivalent_at,
+            thresholds=first.get("thresholds"),
+            protocol=first.get("protocol") or "local_rq3",
+            params={"cluster": cluster, "df_score": DF_SCORE_FUZZING, "surface_similarity": "SurfaceSim (Eq. 1)"},
+        )
     pairs, reason = pairs_from_rows(rows, judges=judges, conditions=conditions, cluster=cluster)
     return from_pairs(
         pairs,
@@ -165,14 +281,17 @@ def from_pairs(
     equivalent_at: float = 1.0,
     params: Mapping[str, Any] | None = None,
     empty_reason: str | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    protocol: Protocol | None = None,
 ) -> Report:
     """Reference-based metrics against functional similarity (paper 002, 3.2.2, 3.4, 4.2).
 
     ``pairs``: ``{"df_score", "surface_similarity", "cems": {metric: score}}`` per code pair (optionally
     ``"equivalent": 0/1``, otherwise a pair counts as functionally equivalent when ``df_score >= equivalent_at``;
     and ``"cluster"``, the bootstrap cluster, else every pair its own). Per metric: distinguishability and MAE
-    against ``df_score``; Algorithm 2's SFD/DFS thresholds (grid ``step``) with the number of pairs and each
-    metric's MAE per region.
+    against ``df_score``; the SFD/DFS thresholds (``thresholds`` if given, else Algorithm 2: the pseudo-code on grid
+    ``step``, or under ``protocol``) with the number of pairs and each metric's MAE per region. Pairs with a
+    ``pair_id`` are also listed, one row each, in a ``pairs`` table.
     """
     report = Report(
         KIND, {**(params or {}), "bootstrap": bootstrap, "seed": seed, "step": step, "equivalent_at": equivalent_at}
@@ -213,7 +332,18 @@ def from_pairs(
         errors["regions"] = "no metric scored every pair: Algorithm 2 needs metric scores"
     else:
         try:
-            th = similarity_lib.select_region_thresholds(surface, df, scores, step=step)
+            if thresholds is not None:
+                th = similarity_lib.RegionThresholds(
+                    float(thresholds["x_lo"]),
+                    float(thresholds["x_hi"]),
+                    float(thresholds["y_lo"]),
+                    float(thresholds["y_hi"]),
+                    objective=float("nan"),
+                )
+            elif protocol is not None:
+                th = similarity_lib.select_region_thresholds(surface, df, scores, protocol=protocol)
+            else:
+                th = similarity_lib.select_region_thresholds(surface, df, scores, step=step)
         except (MetricInputError, UndefinedMetricError) as exc:
             errors["regions"] = str(exc)
         else:
@@ -245,8 +375,29 @@ def from_pairs(
                 LABELS,
             )
     report.plots["similarity_scatter"] = plot
+    if all(p.get("pair_id") is not None for p in pairs):
+        _pairs_table(report, pairs, plot.thresholds, sorted(scores))
     _sections(report, cluster, bootstrap)
     return report
+
+
+def _pairs_table(
+    report: Report, pairs: Sequence[Mapping[str, Any]], thresholds: Thresholds | None, metrics: Sequence[str]
+) -> None:
+    """LoCaL's table: one row per pair with df_score, SurfaceSim, every metric and its region."""
+    rows: list[Row] = []
+    for pair in pairs:
+        x, y = float(pair["surface_similarity"]), float(pair["df_score"])
+        region = None
+        if thresholds is not None:
+            region = "DFS" if x <= thresholds.x_lo and y >= thresholds.y_hi else "Control"
+            region = "SFD" if x >= thresholds.x_hi and y <= thresholds.y_lo else region
+        row: Row = {"pair": str(pair["pair_id"]), "df_score": Cell(y), "surface_similarity": Cell(x), "region": region}
+        for name in metrics:
+            value = (pair.get("cems") or {}).get(name)
+            row[name] = None if value is None else Cell(float(value))
+        rows.append(row)
+    report.add_table("pairs", "Pairs", ["pair", "df_score", "surface_similarity", *metrics, "region"], rows, LABELS)
 
 
 def _sections(report: Report, cluster: str, bootstrap: int, note: str | None = None) -> None:

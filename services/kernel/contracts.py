@@ -104,6 +104,7 @@ class JobKind(StrEnum):
     REPORT = "report"
     PERTURB = "perturb"
     SYNTHESIZE = "synthesize"
+    SIMILARITY = "similarity"
 
 
 class Condition(StrEnum):

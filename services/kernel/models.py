@@ -213,6 +213,31 @@ class JobUnit(Base):
     unit: Mapped[str] = mapped_column(String(300), primary_key=True)
 
 
+class SimilarityPair(Base):
+    """One code pair of a similarity job (POST /v1/similarity): two programs, how to drive them, and, once scored,
+    their functional similarity (differential fuzzing) and surface metrics. Keyed by job and position."""
+
+    __tablename__ = "similarity_pair"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("job.job_id", ondelete="CASCADE"), primary_key=True)
+    ordinal: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pair_key: Mapped[str] = mapped_column(String(200))  # the client's id of the pair (LoCaL's `id`)
+    problem_pk: Mapped[int | None] = mapped_column(ForeignKey("problem.id"), default=None)
+    mode: Mapped[str] = mapped_column(String(16))
+    entry_point: Mapped[str | None] = mapped_column(String(200), default=None)
+    reference_language: Mapped[str] = mapped_column(String(16))
+    reference_source: Mapped[str] = mapped_column(Text)
+    candidate_language: Mapped[str] = mapped_column(String(16))
+    candidate_source: Mapped[str] = mapped_column(Text)
+    input_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    labels: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)  # client fields carried through
+    status: Mapped[str] = mapped_column(String(16), default="queued")  # queued | scored | failed
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
 class Report(Base):
     """A meta-evaluation report over stored judgments: parameters, the result JSON and its HTML page."""
 

@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.kernel.contracts import LIVE_ATTEMPT_STATUSES, LIVE_JOB_STATUSES, JobKind, JobStatus, Stage
-from services.kernel.models import Attempt, Job, JobUnit, Report
+from services.kernel.models import Attempt, Job, JobUnit, Report, SimilarityPair
 from services.kernel.settings import Settings
 
 
@@ -37,6 +37,7 @@ class Task(StrEnum):
     SYNTHESIZE_PROGRAM = "synthesize_program"
     FINISH_SYNTHESIS = "finish_synthesis"
     PREPARE_CALIBRATION = "prepare_calibration"
+    SCORE_PAIR = "score_pair"
 
 
 # What workers publish at start for the gateway to serve: the executor its toolchains (GET /v1/languages).
@@ -250,6 +251,30 @@ async def _pending_perturb_service(session: AsyncSession, cutoff: datetime, limi
     return (work + await _pending_synthesis(session, cutoff, limit))[:limit]
 
 
+def pair_unit(ordinal: int) -> str:
+    """The job unit counted once a similarity job's pair `ordinal` is scored (or has failed for good)."""
+    return f"pair:{ordinal}"
+
+
+def pair_subject(job_id: str, ordinal: int) -> str:
+    """The queue subject of a similarity job's pair: `<ordinal>@<job>`."""
+    return f"{ordinal}@{job_id}"
+
+
+async def _pending_similarity(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:
+    """Similarity jobs: every pair whose unit is not counted yet."""
+    work: PendingWork = []
+    for job in await _live_jobs(session, JobKind.SIMILARITY, cutoff, limit):
+        counted = await job_units(session, job.job_id)
+        ordinals = await session.scalars(
+            select(SimilarityPair.ordinal).where(SimilarityPair.job_id == job.job_id).order_by(SimilarityPair.ordinal)
+        )
+        work += [(Task.SCORE_PAIR, pair_subject(job.job_id, o)) for o in ordinals if pair_unit(o) not in counted]
+        if len(work) >= limit:
+            break
+    return work[:limit]
+
+
 SERVICES: dict[str, Service] = {
     service.name: service
     for service in (
@@ -294,6 +319,16 @@ SERVICES: dict[str, Service] = {
             max_jobs=lambda settings: max(4, settings.executor_slots),
             stage_tasks={Stage.VERIFY: Task.VERIFY_MUTANT},
             pending=_pending_perturb_service,
+        ),
+        Service(
+            name="similarity",
+            queue="tribunal:similarity",
+            tasks=(Task.SCORE_PAIR,),
+            # The executor's code (it runs the programs, in nsjail), on a queue of its own so that a dataset of
+            # thousands of pairs never delays attempts; each pair holds two sandbox slots at once.
+            entry_point="executor.similarity_worker:run_worker",
+            max_jobs=lambda settings: max(1, settings.executor_slots // 2),
+            pending=_pending_similarity,
         ),
     )
 }

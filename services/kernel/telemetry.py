@@ -37,6 +37,9 @@ sandbox_seconds = Histogram(
     buckets=_LATENCY_BUCKETS,
 )
 build_cache = Counter("tribunal_build_cache_total", "Build cache lookups.", ["language", "outcome"])
+similarity_pairs = Counter(
+    "tribunal_similarity_pairs_total", "Code pairs scored by differential fuzzing, by outcome.", ["outcome"]
+)
 
 
 def serve_telemetry(port: int, host: str = "127.0.0.1") -> None:

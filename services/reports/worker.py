@@ -16,9 +16,19 @@ from sqlalchemy import select
 from metrics import html, plots
 from metrics.reports import build_report as build_kind
 from services.kernel import jobs, queue, worker
-from services.kernel.contracts import LIVE_JOB_STATUSES, JobStatus, Verdict
+from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind, JobStatus, Verdict
 from services.kernel.db import session_scope
-from services.kernel.models import Attempt, Execution, Judgment, Problem, Report, ReportPlot, utcnow
+from services.kernel.models import (
+    Attempt,
+    Execution,
+    Job,
+    Judgment,
+    Problem,
+    Report,
+    ReportPlot,
+    SimilarityPair,
+    utcnow,
+)
 from services.kernel.registry import Task
 
 log = logging.getLogger("tribunal.reports")
@@ -100,6 +110,43 @@ async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+async def load_pair_rows(tenant: str, job_id: str) -> list[dict[str, Any]]:
+    """The scored pairs of one of the tenant's similarity jobs (filter ``job_id``), as the similarity report reads
+    them; pairs whose df_score is -1 (every repetition timed out) are left out, as LoCaL leaves them out."""
+    async with session_scope() as session:
+        job = await session.get(Job, job_id)
+        if job is None or job.tenant != tenant or job.kind != JobKind.SIMILARITY:
+            return []
+        params = job.params or {}
+        pairs = (
+            await session.scalars(
+                select(SimilarityPair)
+                .where(SimilarityPair.job_id == job_id, SimilarityPair.status == "scored")
+                .order_by(SimilarityPair.ordinal)
+            )
+        ).all()
+        rows = []
+        for pair in pairs:
+            result = pair.result or {}
+            surface = (result.get("surface_similarity") or {}).get("mean")
+            if result.get("df_score") is None or result["df_score"] < 0 or surface is None:
+                continue
+            rows.append(
+                {
+                    "pair_id": pair.pair_key,
+                    "problem_id": str(pair.problem_pk) if pair.problem_pk is not None else pair.pair_key,
+                    "trajectory": pair.pair_key,
+                    "attempt_id": pair.pair_key,
+                    "df_score": result["df_score"],
+                    "surface_similarity": surface,
+                    "cems": {k: v for k, v in (result.get("cems") or {}).items() if v is not None},
+                    "thresholds": params.get("thresholds"),
+                    "protocol": params.get("protocol"),
+                }
+            )
+    return rows
+
+
 def build(
     kind: str, rows: list[dict[str, Any]], params: dict[str, Any], title: str
 ) -> tuple[dict[str, Any], dict[str, bytes], str]:
@@ -121,7 +168,11 @@ async def build_report(ctx: dict[str, Any], report_id: str) -> None:
         await jobs.mark_running(session, report.job_id)
         tenant, kind, params, job_id = report.tenant, report.kind, dict(report.params), report.job_id
     try:
-        rows = await load_rows(tenant, params.get("filter") or {})
+        flt = params.get("filter") or {}
+        if kind == JobKind.SIMILARITY and flt.get("job_id"):
+            rows = await load_pair_rows(tenant, str(flt["job_id"]))
+        else:
+            rows = await load_rows(tenant, flt)
         result, rendered, page = await asyncio.to_thread(
             build, kind, rows, params, f"Tribunal {kind} report {report_id}"
         )
