@@ -5,7 +5,9 @@ repetitions) against one sandboxed process per input.
 
 The pair is HumanEval/0 (has_close_elements): the canonical solution against an equivalent rewrite (sorted,
 adjacent pairs). Inputs are generated here with `random` (seed 0) before timing starts: input generation is NOT
-included. Batched: `Executor.differential` with N inputs x R repetitions, two jails in parallel (one per side),
+included in "batched". "End to end" is what the similarity worker does for one pair, all timed: derive the input
+spec from the reference's hints and HumanEval's check function (services/fuzzing), generate N x R inputs, run
+them. Batched: `Executor.differential` with N inputs x R repetitions, two jails in parallel (one per side),
 `--runs` times after one warm-up (which builds both programs); the median is reported. Baseline, in the same
 run: each input run in a fresh jail per side through the existing function-mode path (`Executor.execute`, one
 argument test per input, all within the executor's 2 slots) for `--baseline-n` inputs; its cost per input is
@@ -28,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from executor.run import Executor  # noqa: E402
+from services.fuzzing import derive_spec, generate_repetitions  # noqa: E402
 from services.kernel.contracts import Limits, Mode, TestCase  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -92,6 +95,32 @@ async def main() -> None:
                 times.append(elapsed)
             in_jail = [max(run.elapsed_s.values()) for run in result.runs]
 
+            async def end_to_end(seed: int) -> float:
+                started = time.monotonic()
+                derived = derive_spec(
+                    mode=Mode.FUNCTION,
+                    reference_source=canonical,
+                    entry_point=entry,
+                    tests=[TestCase(code=problem["test"])],
+                )
+                generated = generate_repetitions(derived.spec, args.n, args.reps, seed)
+                outcome = await executor.differential(
+                    tenant="bench",
+                    reference_language="python",
+                    reference_source=canonical,
+                    candidate_language="python",
+                    candidate_source=REWRITE,
+                    mode=Mode.FUNCTION,
+                    entry_point=entry,
+                    repetitions=generated,
+                    time_budget_s=60,
+                    limits=LIMITS,
+                )
+                assert outcome.df_score == 1.0, outcome
+                return time.monotonic() - started
+
+            end_to_end_times = [await end_to_end(seed) for seed in range(args.runs)]
+
             tests = [TestCase(input=item) for item in data[0][: args.baseline_n]]
 
             async def one_side(source: str) -> None:
@@ -126,6 +155,8 @@ async def main() -> None:
         "batched_runs_s": [round(t, 3) for t in times],
         "batched_median_s": round(median, 3),
         "batched_cold_s (first run, builds both programs)": round(cold, 3),
+        "end_to_end_runs_s (derive spec + generate + run)": [round(t, 3) for t in end_to_end_times],
+        "end_to_end_median_s": round(statistics.median(end_to_end_times), 3),
         "in_jail_elapsed_per_repetition_s": [round(t, 4) for t in in_jail],
         "baseline_inputs": args.baseline_n,
         "baseline_runs_s": [round(t, 3) for t in base_times],

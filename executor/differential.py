@@ -20,7 +20,9 @@ Matching rules (LoCaL compares with Python's `==`; so do we, with these exceptio
 - both sides raising the same exception type (module and qualified name) is a match;
 - a per-input timeout, MemoryError, a process that died, a value that is not data or is too large never matches.
 A repetition is excluded (timed out) if either side did not finish it within `time_budget_s` of its own
-supervisor's clock.
+supervisor's clock: Algorithm 1's rule (`timeout_rule="paper"`, the default). That rule lets a program choose to
+be excluded, by stalling once it meets an input it would get wrong; `timeout_rule="strict"` excludes a repetition
+only when the reference ran out of time, and the candidate's unanswered inputs then count as mismatches.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import reprlib
 import struct
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, get_language
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SIDES = ("reference", "candidate")
+TimeoutRule = Literal["paper", "strict"]
+TIMEOUT_RULES: tuple[str, ...] = ("paper", "strict")
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 # A single reply from a worker, and all of one side's results, as the supervisor forwards them.
 MAX_REPLY_BYTES = 1024 * 1024
@@ -203,12 +207,15 @@ async def differential(
     time_budget_s: float,
     per_input_timeout_s: float = 2.0,
     float_tolerance: float | None = None,
+    timeout_rule: TimeoutRule = "paper",
     checker: Checker,
     limits: Limits,
 ) -> DifferentialResult:
     """df_score of a (reference, candidate) pair over the given inputs; see the module docstring."""
     langs = (get_language(reference_language), get_language(candidate_language))
     _validate(mode, langs, entry_point, time_budget_s, per_input_timeout_s, float_tolerance)
+    if timeout_rule not in TIMEOUT_RULES:
+        raise ValueError(f"timeout_rule must be one of {', '.join(TIMEOUT_RULES)}")
     # Encoding (up to MAX_INPUT_BYTES) and, below, decoding and comparing (up to MAX_SIDE_BYTES a side) are
     # seconds of CPU: in the executor's threads, so the event loop stays free.
     counts, lines = await executor._in_thread(encode_repetitions, mode, repetitions)
@@ -263,7 +270,7 @@ async def differential(
             log.error("differential run: the %s's jail failed: %s\n%s", side, result.jail_error, result.nsjail_log)
             return DifferentialResult("internal_error", None, message="sandbox failure", side=side)
     return await executor._in_thread(
-        _decide, results, repetitions, counts, mode, float_tolerance, checker, per_input_timeout_s
+        _decide, results, repetitions, counts, mode, float_tolerance, checker, per_input_timeout_s, timeout_rule
     )
 
 
@@ -275,9 +282,12 @@ def _decide(
     tolerance: float | None,
     checker: Checker,
     per_input_timeout_s: float,
+    timeout_rule: TimeoutRule = "paper",
 ) -> DifferentialResult:
     reports = [parse_side(result.result or b"", counts) for result in results]
-    return compare(reports[0], reports[1], repetitions, counts, mode, tolerance, checker, per_input_timeout_s)
+    return compare(
+        reports[0], reports[1], repetitions, counts, mode, tolerance, checker, per_input_timeout_s, timeout_rule
+    )
 
 
 def _toolchain(language_id: str) -> Any:
@@ -548,6 +558,7 @@ def compare(
     tolerance: float | None,
     checker: Checker,
     per_input_timeout_s: float,
+    timeout_rule: TimeoutRule = "paper",
 ) -> DifferentialResult:
     stdio = mode == Mode.STDIO
     runs: list[RepetitionRun] = []
@@ -587,7 +598,9 @@ def compare(
                         candidate=_render(outcomes[1], per_input_timeout_s),
                     )
                 )
-        timed_out = bool(timed_out_sides)
+        # Algorithm 1 excludes a repetition either side ran out of time on; the strict rule only the reference's
+        # (the candidate's unanswered inputs have then counted as mismatches above).
+        timed_out = bool(timed_out_sides) if timeout_rule == "paper" else "reference" in timed_out_sides
         elapsed = {name: round(r.elapsed_s, 4) if r is not None else 0.0 for name, r in zip(SIDES, reps, strict=True)}
         runs.append(RepetitionRun(rep, count, matches, timed_out, timed_out_sides, elapsed, timeouts, crashes))
         scored.append(Repetition(index=rep, n=count, matches=matches, timed_out=timed_out))

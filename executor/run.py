@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from executor import differential as _differential
 from executor.builds import Build, BuildCache
 from executor.checkers import excerpt, mismatch, values_equal
-from executor.differential import DifferentialResult
+from executor.differential import DifferentialResult, TimeoutRule
 from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, Toolchain, get_language, toolchain
 from services.kernel.contracts import Checker, ExecutionResult, Language, Limits, Mode, TestCase, TestResult, Verdict
@@ -173,6 +173,7 @@ class Executor:
         time_budget_s: float,
         per_input_timeout_s: float = 2.0,
         float_tolerance: float | None = None,
+        timeout_rule: TimeoutRule = "paper",
         checker: Checker = DEFAULT_CHECKER,
         limits: Limits = DEFAULT_LIMITS,
     ) -> DifferentialResult:
@@ -191,6 +192,7 @@ class Executor:
             time_budget_s=time_budget_s,
             per_input_timeout_s=per_input_timeout_s,
             float_tolerance=float_tolerance,
+            timeout_rule=timeout_rule,
             checker=checker,
             limits=limits,
         )

@@ -138,6 +138,7 @@ async def score_pair(ctx: dict[str, Any], subject: str) -> None:
             time_budget_s=float(params.get("time_budget_s", 60.0)),
             per_input_timeout_s=float(params.get("per_input_timeout_s", 2.0)),
             float_tolerance=params.get("float_tolerance"),
+            timeout_rule=params.get("timeout_rule", "paper"),
             checker=checker,
             limits=limits,
         )
@@ -161,6 +162,7 @@ async def score_pair(ctx: dict[str, Any], subject: str) -> None:
         "n_inputs": n_inputs,
         "repeats": repeats,
         "seed": seed,
+        "timeout_rule": params.get("timeout_rule", "paper"),
         "input_spec": spec_used,
         "duration_s": round(time.perf_counter() - started, 3),
     }

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from sqlalchemy import func, select
 
@@ -58,6 +58,11 @@ class FuzzingParams(_In):
     per_input_timeout_s: float = Field(default=2.0, gt=0, le=MAX_INPUT_TIMEOUT_S)
     float_tolerance: float | None = Field(default=None, ge=0, le=1, description="Floats equal within it.")
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    timeout_rule: Literal["paper", "strict"] = Field(
+        default="paper",
+        description="paper: a repetition either program ran out of time on is excluded (Algorithm 1); strict: "
+        "only the reference's running out excludes one, the candidate's unanswered inputs count as mismatches.",
+    )
 
 
 class MetricParams(_In):
@@ -103,7 +108,11 @@ class RecordIn(BaseModel):
         extra = {k: v for k, v in (self.model_extra or {}).items() if k not in _RECORD_FIELDS}
         if not extra:
             return None
-        if len(json.dumps(extra, default=str)) > MAX_LABELS_BYTES:
+        try:
+            size = len(json.dumps(extra, allow_nan=False))
+        except ValueError:
+            raise ValueError("the record's extra fields hold NaN or Infinity, which JSON does not") from None
+        if size > MAX_LABELS_BYTES:
             raise ValueError(f"the record's extra fields are over {MAX_LABELS_BYTES} bytes of JSON")
         return extra
 
@@ -151,6 +160,7 @@ def _fuzzing_params(body: FuzzingParams) -> dict[str, Any]:
         "per_input_timeout_s": body.per_input_timeout_s,
         "float_tolerance": body.float_tolerance,
         "seed": body.seed,
+        "timeout_rule": body.timeout_rule,
     }
 
 
@@ -231,6 +241,8 @@ async def _dataset_body(request: Request) -> DatasetIn:
                     records.append(json.loads(line))
                 except json.JSONDecodeError as exc:
                     raise field_error(["body", number], f"line {number + 1} is not JSON: {exc.msg}") from None
+                except (ValueError, RecursionError):
+                    raise field_error(["body", number], f"line {number + 1} is not JSON this API accepts") from None
             payload: Any = {**dict(request.query_params), "pairs": records}
         else:
             payload = json.loads(raw)
@@ -238,6 +250,8 @@ async def _dataset_body(request: Request) -> DatasetIn:
         raise field_error(["body"], "the body is not UTF-8") from None
     except json.JSONDecodeError as exc:
         raise field_error(["body"], f"the body is not JSON: {exc.msg}") from None
+    except (ValueError, RecursionError):  # a number of thousands of digits, nesting deeper than the parser goes
+        raise field_error(["body"], "the body is not JSON this API accepts (a huge number or deep nesting)") from None
     try:
         return DatasetIn.model_validate(payload)
     except ValidationError as exc:
@@ -327,7 +341,7 @@ async def get(
     job_id: str,
     principal: ReadKey,
     session: SessionDep,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_PAIRS_PER_DATASET)] = 0,
     limit: Annotated[int, Query(ge=1, le=PAGE_LIMIT)] = 100,
 ) -> dict[str, Any]:
     """A similarity job: progress, the table of its pairs (paged), and, over every scored pair, each metric's MAE
@@ -369,7 +383,9 @@ async def get(
 
 
 @router.get("/{job_id}/pairs/{ordinal}")
-async def get_pair(job_id: str, ordinal: int, principal: ReadKey, session: SessionDep) -> dict[str, Any]:
+async def get_pair(
+    job_id: str, ordinal: Annotated[int, Path(ge=0, le=MAX_PAIRS_PER_DATASET)], principal: ReadKey, session: SessionDep
+) -> dict[str, Any]:
     """One pair in full: df_score with every repetition, the input spec used and where it came from,
     counterexamples, SurfaceSim's parts and every metric."""
     await _own_similarity_job(session, job_id, principal.tenant)
