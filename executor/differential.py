@@ -310,6 +310,9 @@ async def _run_side(
         side_header["program"] = f"/prog/{build.main}"
     else:
         side_header["argv"] = lang.run_argv(main=build.main, memory_mb=limits.memory_mb)
+        if lang.id == Language.PYTHON:
+            # Forked from the supervisor per input instead of a fresh interpreter (diff_runner's docstring).
+            side_header["python"] = f"/prog/{build.main}"
     stdin = json.dumps(side_header, separators=(",", ":")).encode() + b"\n" + body
     profile = JailProfile(
         # RLIMIT_CPU is per process: a worker that answers every repetition may use all of the wall time.

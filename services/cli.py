@@ -277,6 +277,7 @@ def cmd_similarity(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "protocol": args.protocol,
         "crystal_k": args.crystal_k,
+        "timeout_rule": args.timeout_rule,
     }
     if args.n_inputs is not None:
         body["n_inputs"] = args.n_inputs
@@ -514,6 +515,12 @@ def build_parser() -> argparse.ArgumentParser:
     similarity.add_argument("--seed", type=int, default=0, help="makes the inputs reproducible")
     similarity.add_argument("--protocol", choices=["pseudocode", "local_rq3"], default="local_rq3")
     similarity.add_argument("--crystal-k", type=int, default=50, help="CrystalBLEU's k (LoCaL: 50)")
+    similarity.add_argument(
+        "--timeout-rule",
+        choices=["paper", "strict"],
+        default="paper",
+        help="paper: exclude a repetition either program ran out of time on; strict: only the reference's",
+    )
     similarity.add_argument("--output", metavar="FILE", help="write every pair's row as JSONL to FILE")
     client_args(similarity)
     similarity.set_defaults(func=cmd_similarity)

@@ -438,6 +438,92 @@ def perturbation_act(client: httpx.Client, finished: list[dict[str, Any]], out: 
     return operator_bugs
 
 
+# The similarity act: this many accepted canonical solutions, each paired with itself, with a wrapper that calls
+# it (the same behaviour, another surface) and with the wrong_value variant (another behaviour, nearly the same
+# surface). Inputs are derived from each problem's hints and tests; N and R are kept small for a demo.
+SIMILARITY_PROBLEMS = 12
+SIMILARITY_FUZZING = {"n_inputs": 300, "repeats": 3, "time_budget_s": 20, "protocol": "pseudocode"}
+
+
+def _wrapped(source: str, entry_point: str) -> str:
+    """The canonical solution behind a wrapper that forwards every call: a rewrite that must score df 1.0."""
+    return (
+        source
+        + f"\n\n_inner_{entry_point} = {entry_point}\n\n\ndef {entry_point}(*args, **kwargs):\n"
+        + f"    return _inner_{entry_point}(*args, **kwargs)\n"
+    )
+
+
+def similarity_act(client: httpx.Client, problems: list[dict[str, Any]], finished: list[dict[str, Any]]) -> int:
+    """Score canonical solutions against themselves, a forwarding wrapper and a wrong variant by differential
+    fuzzing (paper 002), print df_score against SurfaceSim and each metric's MAE. Returns how many pairs scored
+    other than they must (same and wrapped: 1.0; wrong_value: below 1.0)."""
+    accepted = {
+        f["body"]["problem_id"] for f in finished if f["kind"] == "canonical" and f["view"]["verdict"] == Verdict.AC
+    }
+    wrong = next(variant for variant in VARIANTS if variant.name == "wrong_value")
+    records = []
+    for item in [p for p in problems if p["problem"]["problem_id"] in accepted][:SIMILARITY_PROBLEMS]:
+        problem_id, entry = item["problem"]["problem_id"], item["problem"]["entry_point"]
+        for kind, candidate in (
+            ("same", item["canonical"]),
+            ("wrapped", _wrapped(item["canonical"], entry)),
+            ("wrong_value", wrong.apply(item["canonical"], entry)),
+        ):
+            records.append(
+                {
+                    "id": f"{problem_id}/{kind}",
+                    "golden_code": item["canonical"],
+                    "generated_code": candidate,
+                    "problem_id": problem_id,
+                    "kind": kind,
+                }
+            )
+    response = client.post("/v1/similarity/datasets", json={"pairs": records, **SIMILARITY_FUZZING})
+    response.raise_for_status()
+    job_id = response.json()["job_id"]
+    started = time.perf_counter()
+    with _progress() as progress:
+        bar = progress.add_task(f"differential fuzzing of {len(records)} pairs", total=len(records))
+        while (job := client.get(f"/v1/similarity/{job_id}", params={"limit": 500}).json())[
+            "status"
+        ] in LIVE_JOB_STATUSES:
+            progress.update(bar, completed=job["progress"]["done"])
+            time.sleep(0.2)
+        progress.update(bar, completed=job["progress"]["done"])
+    console.print(f"{len(records)} pairs fuzzed in {time.perf_counter() - started:.1f} s")
+    rows = job["pairs"]
+    table = Table(title="What the programs do (df_score) against how they look (SurfaceSim): mean per kind")
+    for column in ("pair", "pairs", "df_score", "SurfaceSim", "CodeBLEU", "chrF++", "failed"):
+        table.add_column(column, justify="left" if column == "pair" else "right")
+    wrong_scores = 0
+    for kind in ("same", "wrapped", "wrong_value"):
+        group = [r for r in rows if r["labels"] and r["labels"].get("kind") == kind]
+        scored = [r for r in group if r["status"] == "scored" and r["df_score"] is not None and r["df_score"] >= 0]
+
+        def mean(values: list[float]) -> str:
+            return f"{sum(values) / len(values):.3f}" if values else ""
+
+        table.add_row(
+            kind,
+            str(len(group)),
+            mean([r["df_score"] for r in scored]),
+            mean([r["surface_similarity"]["mean"] for r in scored]),
+            mean([r["cems"]["codebleu"] for r in scored if r["cems"].get("codebleu") is not None]),
+            mean([r["cems"]["chrf"] for r in scored if r["cems"].get("chrf") is not None]),
+            str(len(group) - len(scored)),
+        )
+        must_be_one = kind != "wrong_value"
+        wrong_scores += sum((r["df_score"] == 1.0) != must_be_one for r in scored)
+    console.print(table)
+    summary = job["summary"]
+    console.print(
+        "MAE against df_score: "
+        + ", ".join(f"{name} {value:.3f}" for name, value in (summary.get("mae") or {}).items() if value is not None)
+    )
+    return wrong_scores
+
+
 def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool = False) -> int:
     workdir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="tribunal-demo-"))
     console.print(f"[bold]Tribunal demo[/]: starting the embedded stack in {workdir}")
@@ -447,12 +533,14 @@ def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool 
         console.print(f"gateway {stack.url}, redis {stack.redis_url}")
         key = stack.admin_key_path.read_text().strip()
         with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
-            finished = run_against(client, humaneval_problems(limit))
+            problems = humaneval_problems(limit)
+            finished = run_against(client, problems)
             mismatches = print_table(finished)
             print_judges(finished)
             page_dir = Path(data_dir) if data_dir else Path.cwd()
             judge_quality_report(client, page_dir / "tribunal-demo-report.html")
             operator_bugs = perturbation_act(client, finished, page_dir / "tribunal-demo-perturbation.html")
+            similarity_errors = similarity_act(client, problems, finished)
     finally:
         stack.stop()
         if not keep and data_dir is None:
@@ -465,4 +553,6 @@ def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool 
     )
     if operator_bugs:
         console.print(f"[bold red]{operator_bugs} control mutants failed a test: an operator changed behaviour[/]")
-    return 1 if canonical_failures or mismatches or operator_bugs else 0
+    if similarity_errors:
+        console.print(f"[bold red]{similarity_errors} pairs scored other than their behaviour says[/]")
+    return 1 if canonical_failures or mismatches or operator_bugs or similarity_errors else 0

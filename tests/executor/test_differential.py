@@ -472,3 +472,29 @@ async def test_program_level_c_against_python(executor: Executor) -> None:
         candidate_language="c",
     )
     assert result.df_score == 1.0, result
+
+
+# Python programs run in a child forked from the supervisor per input (not a fresh interpreter): each probe must
+# give what `python3 -I program` gives (checked against the executor's own stdio path, a real interpreter), which
+# the candidate states outright (its output, its exit code).
+FORK_PROBES = [
+    ('if __name__ == "__main__":\n    print(sum(map(int, input().split())))\n', "3\n", 0),
+    ("import sys\nprint(sys.argv[0].endswith('.py'))\nsys.exit(3)\n", "True\n", 3),
+    # A module patched while running one input is fresh again for the next: every input prints 1.
+    ("import json\njson.leak = getattr(json, 'leak', 0) + 1\nprint(json.leak)\n", "1\n", 0),
+    ("import sys\nprint(sys.stdin.buffer.read().decode().upper(), end='')\n", "1 2\n", 0),
+    ("raise SystemExit('bye')\n", "", 1),
+    ("print('x')\nraise ValueError('boom')\n", "x\n", 1),
+    ("import sys\nprint(len(sys.argv), 'site' in sys.modules or sys.flags.no_site)\n", "1 True\n", 0),
+    ("import sys\nprint(sys.stdout.encoding, sys.flags.isolated)\n", "utf-8 1\n", 0),
+]
+
+
+@pytest.mark.parametrize(("program", "output", "code"), FORK_PROBES)
+async def test_program_level_python_runs_as_the_interpreter_would(
+    executor: Executor, program: str, output: str, code: int
+) -> None:
+    stated = f"import sys\nsys.stdout.write({output!r})\nsys.exit({code})\n"
+    inputs = [["1 2\n"] * 3]
+    result = await diff(executor, program, stated, inputs, mode=Mode.STDIO, checker=Checker(kind="exact"))
+    assert result.df_score == 1.0, result.counterexamples
