@@ -36,11 +36,11 @@ import reprlib
 import struct
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, get_language
-from services.fuzzing.score import Repetition, df_score
+from services.fuzzing.score import TIMEOUT_RULES, Repetition, TimeoutRule, df_score
 from services.kernel.contracts import Checker, Language, Limits, Mode
 from services.sandbox.jail import JAIL_SOURCE_DIR, JailProfile, RunResult, printable
 
@@ -51,8 +51,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SIDES = ("reference", "candidate")
-TimeoutRule = Literal["paper", "strict"]
-TIMEOUT_RULES: tuple[str, ...] = ("paper", "strict")
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 # A single reply from a worker, and all of one side's results, as the supervisor forwards them.
 MAX_REPLY_BYTES = 1024 * 1024

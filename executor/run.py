@@ -19,9 +19,10 @@ from typing import Any, TypeVar
 from executor import differential as _differential
 from executor.builds import Build, BuildCache
 from executor.checkers import excerpt, mismatch, values_equal
-from executor.differential import DifferentialResult, TimeoutRule
+from executor.differential import DifferentialResult
 from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, Toolchain, get_language, toolchain
+from services.fuzzing.score import TimeoutRule
 from services.kernel.contracts import Checker, ExecutionResult, Language, Limits, Mode, TestCase, TestResult, Verdict
 from services.sandbox.jail import (
     INSIDE_ID,

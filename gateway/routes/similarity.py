@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
@@ -20,6 +20,8 @@ from gateway.submissions import not_found
 from metrics.reports import similarity as similarity_report
 from services.codesim import trivially_shared_ngrams
 from services.fuzzing import DEFAULT_REPEATS, SpecError, parse_spec
+from services.fuzzing.score import TimeoutRule
+from services.fuzzing.spec import MAX_INPUTS as MAX_GENERATED_INPUTS
 from services.kernel import attempts, jobs, queue
 from services.kernel.contracts import JobKind, JobStatus, Language, Mode
 from services.kernel.models import Job, SimilarityPair
@@ -58,11 +60,19 @@ class FuzzingParams(_In):
     per_input_timeout_s: float = Field(default=2.0, gt=0, le=MAX_INPUT_TIMEOUT_S)
     float_tolerance: float | None = Field(default=None, ge=0, le=1, description="Floats equal within it.")
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
-    timeout_rule: Literal["paper", "strict"] = Field(
+    timeout_rule: TimeoutRule = Field(
         default="paper",
         description="paper: a repetition either program ran out of time on is excluded (Algorithm 1); strict: "
         "only the reference's running out excludes one, the candidate's unanswered inputs count as mismatches.",
     )
+
+    @model_validator(mode="after")
+    def _within_generation_cap(self) -> FuzzingParams:
+        if self.n_inputs is not None and self.n_inputs * self.repeats > MAX_GENERATED_INPUTS:
+            raise ValueError(
+                f"n_inputs x repeats is {self.n_inputs * self.repeats}; the limit is {MAX_GENERATED_INPUTS} inputs"
+            )
+        return self
 
 
 class MetricParams(_In):
@@ -182,6 +192,8 @@ def _check_pair(mode: Mode, entry_point: str | None, languages: tuple[str, str],
     if mode == Mode.FUNCTION:
         if any(language != Language.PYTHON for language in languages):
             raise field_error([*loc, "mode"], "function-level pairs are Python; use mode stdio for other languages")
+        if entry_point is None:
+            raise field_error([*loc, "entry_point"], "a function-level pair needs the function's name (or a problem)")
 
 
 async def _enqueue_pairs(job_id: str, count: int) -> None:

@@ -10,12 +10,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 # LoCaL's settings (3.3.2): 2,000 inputs for a function-level pair, 1,000 for a program-level pair, 5 repetitions.
 DEFAULT_INPUTS_FUNCTION = 2000
 DEFAULT_INPUTS_PROGRAM = 1000
 DEFAULT_REPEATS = 5
 ALL_TIMED_OUT = -1.0
+# Which timed-out repetitions are excluded: "paper", any (Algorithm 1); "strict", only those the reference ran out
+# of time on, the candidate's unanswered inputs then counting as mismatches (a program cannot have the repetitions
+# it would get wrong excluded by stalling on them).
+TimeoutRule = Literal["paper", "strict"]
+TIMEOUT_RULES: tuple[str, ...] = ("paper", "strict")
 
 
 @dataclass(frozen=True)

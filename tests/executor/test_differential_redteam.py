@@ -17,7 +17,6 @@ from executor.differential import (
     TEXT_CAP,
     DifferentialResult,
     Outcome,
-    TimeoutRule,
     _render,
     outcome_of,
     parse_side,
@@ -25,6 +24,7 @@ from executor.differential import (
 )
 from executor.run import Executor
 from services.fuzzing import SpecError, derive_spec, generate_inputs, generate_repetitions, parse_spec
+from services.fuzzing.score import TimeoutRule
 from services.fuzzing.spec import MAX_TOTAL_INPUT_BYTES
 from services.kernel.contracts import Checker, Limits, Mode, TestCase
 from tests.executor.conftest import dispose, make_executor, our_cgroups, processes_of

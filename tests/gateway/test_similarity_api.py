@@ -155,6 +155,9 @@ def test_bad_requests_get_a_4xx_naming_the_field(tenant_client: httpx.Client) ->
         ({**base, "entry_point": "not an identifier"}, "entry_point"),
         ({**base, "candidate": {"language": "c", "source_code": "int main(){}"}, "mode": "function"}, "mode"),
         ({**base, "reference": {"language": "cobol", "source_code": "x"}}, "language"),
+        ({k: v for k, v in base.items() if k != "entry_point"}, "entry_point"),
+        ({**base, "n_inputs": 10_000, "repeats": 20}, "n_inputs x repeats"),
+        ({**base, "timeout_rule": "lenient"}, "timeout_rule"),
     ]
     for body, field in cases:
         response = tenant_client.post("/v1/similarity", json=body)
