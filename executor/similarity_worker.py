@@ -15,6 +15,7 @@ import logging
 import time
 from typing import Any
 
+from arq.worker import Retry
 from sqlalchemy import update
 
 from executor.run import Executor
@@ -37,10 +38,19 @@ from services.kernel.settings import get_settings
 log = logging.getLogger("tribunal.similarity")
 
 MESSAGE_CAP = 500
+# A try that failed is run again this much later (arq's Retry: a plain exception would end the task for good,
+# leaving the pair queued until the reconciler's next look at an expired result).
+RETRY_DELAY_S = 1.0
 
 
 def _is_last_try(ctx: dict[str, Any]) -> bool:
     return int(ctx.get("job_try", 1)) >= get_settings().job_max_tries
+
+
+def _deadline_s() -> float:
+    """How long one try may take: the queue's task limit (TRIBUNAL_JOB_TIMEOUT_S) less a margin to record the end."""
+    limit = float(get_settings().job_timeout_s)
+    return max(1.0, limit - min(10.0, limit * 0.2))
 
 
 def _parse_subject(subject: str) -> tuple[str, int]:
@@ -66,7 +76,7 @@ def _input_spec(pair: SimilarityPair, problem: Problem | None, tests: list[TestC
     }
 
 
-def _surface_and_metrics(pair: SimilarityPair, crystal_ignore: Any) -> dict[str, Any]:
+def _surface_and_metrics(pair: SimilarityPair, crystal_ignore: list[tuple[str, ...]]) -> dict[str, Any]:
     """SurfaceSim (LoCaL Eq. 1) and the reference-based metrics, when both programs are in one language."""
     if pair.reference_language != pair.candidate_language:
         reason = "the two programs' languages differ"
@@ -114,43 +124,53 @@ async def score_pair(ctx: dict[str, Any], subject: str) -> None:
     mode = Mode(pair.mode)
     started = time.perf_counter()
     try:
-        try:
-            spec_used = await asyncio.to_thread(_input_spec, pair, problem, tests)
-        except SpecError as exc:
-            await _fail_pair(job_id, ordinal, f"no input spec: {exc}", single)
-            return
-        spec = parse_spec(spec_used["spec"])
-        n_inputs = params.get("n_inputs") or (
-            DEFAULT_INPUTS_FUNCTION if mode == Mode.FUNCTION else DEFAULT_INPUTS_PROGRAM
-        )
-        repeats, seed = int(params.get("repeats", 5)), int(params.get("seed", 0))
-        repetitions = await asyncio.to_thread(generate_repetitions, spec, n_inputs, repeats, seed)
-        executor: Executor = ctx["executor"]
-        outcome = await executor.differential(
-            tenant=tenant,
-            reference_language=pair.reference_language,
-            reference_source=pair.reference_source,
-            candidate_language=pair.candidate_language,
-            candidate_source=pair.candidate_source,
-            mode=mode,
-            entry_point=pair.entry_point,
-            repetitions=repetitions,
-            time_budget_s=float(params.get("time_budget_s", 60.0)),
-            per_input_timeout_s=float(params.get("per_input_timeout_s", 2.0)),
-            float_tolerance=params.get("float_tolerance"),
-            timeout_rule=params.get("timeout_rule", "paper"),
-            checker=checker,
-            limits=limits,
-        )
-        crystal_ignore = [tuple(ngram) for ngram in params.get("crystal_ignore") or []]
-        surface = await asyncio.to_thread(_surface_and_metrics, pair, crystal_ignore)
+        # Within the queue's task limit, so that this try, not the queue, says how a pair that ran too long ends.
+        async with asyncio.timeout(_deadline_s()):
+            try:
+                spec_used = await asyncio.to_thread(_input_spec, pair, problem, tests)
+            except SpecError as exc:
+                await _fail_pair(job_id, ordinal, f"no input spec: {exc}", single)
+                return
+            spec = parse_spec(spec_used["spec"])
+            n_inputs = params.get("n_inputs") or (
+                DEFAULT_INPUTS_FUNCTION if mode == Mode.FUNCTION else DEFAULT_INPUTS_PROGRAM
+            )
+            repeats, seed = int(params.get("repeats", 5)), int(params.get("seed", 0))
+            repetitions = await asyncio.to_thread(generate_repetitions, spec, n_inputs, repeats, seed)
+            executor: Executor = ctx["executor"]
+            outcome = await executor.differential(
+                tenant=tenant,
+                reference_language=pair.reference_language,
+                reference_source=pair.reference_source,
+                candidate_language=pair.candidate_language,
+                candidate_source=pair.candidate_source,
+                mode=mode,
+                entry_point=pair.entry_point,
+                repetitions=repetitions,
+                time_budget_s=float(params.get("time_budget_s", 60.0)),
+                per_input_timeout_s=float(params.get("per_input_timeout_s", 2.0)),
+                float_tolerance=params.get("float_tolerance"),
+                timeout_rule=params.get("timeout_rule", "paper"),
+                checker=checker,
+                limits=limits,
+            )
+            by_language = params.get("crystal_ignore") or {}
+            crystal_ignore = [tuple(ngram) for ngram in by_language.get(pair.candidate_language, [])]
+            surface = await asyncio.to_thread(_surface_and_metrics, pair, crystal_ignore)
     except ValueError as exc:
         # A request the executor cannot run as given (e.g. no such function): the pair's answer, not a retry.
         await _fail_pair(job_id, ordinal, str(exc), single)
         return
+    except TimeoutError:
+        if not _is_last_try(ctx):
+            raise Retry(defer=RETRY_DELAY_S) from None
+        limit = get_settings().job_timeout_s
+        await _fail_pair(job_id, ordinal, f"scoring the pair ran past the task limit ({limit} s): lower R x T", single)
+        return
     except Exception as exc:
         if not _is_last_try(ctx):
-            raise
+            log.warning("pair %s failed on try %s, tried again", subject, ctx.get("job_try", 1), exc_info=True)
+            raise Retry(defer=RETRY_DELAY_S) from None
         log.exception("pair %s failed on its last try", subject)
         await _fail_pair(job_id, ordinal, f"internal error ({type(exc).__name__})", single)
         return
@@ -191,8 +211,17 @@ async def score_pair(ctx: dict[str, Any], subject: str) -> None:
     telemetry.similarity_pairs.labels("failed" if failed else "scored").inc()
 
 
+def _warm_up() -> None:
+    """Import and initialise the metric libraries (CodeBLEU's grammars, nltk, tree-sitter, Pygments) once, so that
+    the first pair does not pay seconds of imports inside its task time."""
+    program = "def f(x):\n    return x + 1\n"
+    surface_similarity(program, program, "python")
+    reference_metrics(program, program, "python", crystal_ignore=[])
+
+
 async def _startup(ctx: dict[str, Any]) -> None:
     settings = get_settings()
+    await asyncio.to_thread(_warm_up)
     ctx["executor"] = Executor(
         settings.data_dir / "similarity",
         slots=settings.executor_slots,

@@ -33,6 +33,11 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("executor/languages.py", "_output", "stdout"): "`--version` of the host's own toolchain: no untrusted input",
     ("executor/languages.py", "_output", "stderr"): "same",
     ("executor/worker.py", "execute_attempt", "compile_output"): "the sanitised build output, stored",
+    ("executor/differential.py", "differential", "compile_output"): (
+        "the sanitised build output, `printable()` again and capped, in a failed pair's message"
+    ),
+    ("executor/differential.py", "differential", "jail_error"): "logged only, on a sandbox failure",
+    ("executor/differential.py", "differential", "nsjail_log"): "logged only, on a sandbox failure",
     ("executor/worker.py", "_direct_result", "compile_output"): "the sanitised build output, returned",
     ("judge/offline.py", "_run_tool", "nsjail_log"): "logged only, on a sandbox failure",
     ("judge/offline.py", "_pylint", "stdout"): "parsed; only pylint symbols matching an id pattern, types, lines kept",

@@ -36,6 +36,10 @@ async def cancel(job_id: str, principal: SubmitKey, session: SessionDep) -> dict
         # Attempts first, then the job: the same lock order as the workers, so the two never deadlock.
         await attempts.cancel_queued(session, job_id)
         await jobs.finish(session, job_id, JobStatus.CANCELLED, error="cancelled by the client")
+        # A perturbation job's confirmation (a similarity job waiting for its seeds) cannot end without it.
+        confirm_job_id = (job.params or {}).get("confirm_job_id")
+        if confirm_job_id:
+            await jobs.finish(session, confirm_job_id, JobStatus.CANCELLED, error="its perturbation job was cancelled")
     await session.commit()
     session.expire_all()
     return jobs.job_view(await _own_job(session, job_id, principal.tenant))

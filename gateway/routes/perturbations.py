@@ -15,8 +15,8 @@ from gateway.errors import field_error
 from gateway.schemas import _In, within_limit
 from gateway.submissions import not_found
 from services.kernel import attempts, jobs, queue
-from services.kernel.contracts import Condition, JobKind
-from services.kernel.models import Attempt
+from services.kernel.contracts import Arm, Condition, JobKind
+from services.kernel.models import Attempt, SimilarityPair
 from services.kernel.registry import Task
 from services.mutation import CATALOGUE, operators_for
 from services.mutation.axiom_rules import catalogue as axiom_catalogue
@@ -37,11 +37,37 @@ class PerturbationsIn(_In):
     all_sites: bool = Field(default=False, description="Every site of every operator instead of one.")
     judge: bool = Field(default=False, description="Judge every verified mutant and its seed under blind.")
     judges: list[str] | None = Field(default=None, description="With judge: these judges (default: all enabled).")
+    confirm: bool = Field(
+        default=False,
+        description="Also confirm every mutant by differential fuzzing against its seed (paper 002, Algorithm 1), "
+        "on inputs from the problem's input_spec or derived from its tests: a control must behave as its seed on "
+        "every input, a semantic mutant must not. Runs as a similarity job (`confirm_job_id`).",
+    )
+    confirm_inputs: int = Field(default=500, ge=1, le=10_000, description="With confirm: N inputs per repetition.")
+    confirm_repeats: int = Field(default=2, ge=1, le=20, description="With confirm: R repetitions.")
 
     @field_validator("attempt_ids")
     @classmethod
     def _within_limit(cls, ids: list[str]) -> list[str]:
         return list(dict.fromkeys(within_limit(ids, MAX_SEEDS_PER_JOB, "seeds", "perturbation job")))
+
+
+def confirmation_params(body: PerturbationsIn) -> dict[str, Any]:
+    """A confirmation job's parameters: a similarity job's (gateway/routes/similarity.py), Algorithm 1's rule."""
+    return {
+        "n_inputs": body.confirm_inputs,
+        "repeats": body.confirm_repeats,
+        "time_budget_s": 60.0,
+        "per_input_timeout_s": 2.0,
+        "float_tolerance": None,
+        "seed": body.seed,
+        "timeout_rule": "paper",
+        "single": False,
+        "crystal_k": 0,
+        "crystal_ignore": {},
+        "thresholds": None,
+        "protocol": "pseudocode",
+    }
 
 
 def operator_view(operator: Any) -> dict[str, Any]:
@@ -81,7 +107,7 @@ async def perturb(body: PerturbationsIn, principal: SubmitKey, session: SessionD
     judges: list[str] = []
     if body.judge:
         judges, _ = attempts.resolve_judging(body.judges, [Condition.BLIND], ["body", "judges"])
-    params = {
+    params: dict[str, Any] = {
         "attempt_ids": body.attempt_ids,
         "operators": body.operators,
         "seed": body.seed,
@@ -90,20 +116,49 @@ async def perturb(body: PerturbationsIn, principal: SubmitKey, session: SessionD
         "conditions": [Condition.BLIND],
         "repeats": 1,
     }
+    confirm_job_id = None
+    if body.confirm:
+        # The similarity job counts one unit per seed (its mutants' pairs added) and one per pair (scored), so it
+        # cannot end before every seed is perturbed; cancelling the perturbation job cancels it too.
+        confirm = jobs.create_job(
+            session,
+            tenant=principal.tenant,
+            kind=JobKind.SIMILARITY,
+            total=len(body.attempt_ids),
+            params=confirmation_params(body),
+        )
+        confirm_job_id = confirm.job_id
+        params["confirm_job_id"] = confirm_job_id
     # One unit per seed perturbed, one per seed judged; each seed's mutants are added as they are created.
     total = len(body.attempt_ids) * (2 if judges else 1)
     job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.PERTURB, total=total, params=params)
+    if body.confirm:
+        confirm.params = {**(confirm.params or {}), "perturbation_job_id": job.job_id}
     await session.commit()
     try:
         for attempt_id in body.attempt_ids:
             await queue.enqueue(Task.PERTURB_ATTEMPT, f"{attempt_id}@{job.job_id}")
     except Exception:  # noqa: BLE001 - the reconciler enqueues what the database holds
         pass
-    return {"job_id": job.job_id, "status": job.status, "judges": judges}
+    return {"job_id": job.job_id, "status": job.status, "judges": judges, "confirm_job_id": confirm_job_id}
 
 
-def mutant_view(mutant: Attempt) -> dict[str, Any]:
-    """One mutant as a perturbation job lists it: how it was made, and what verification found."""
+def fuzzing_view(mutant: Attempt, pair: SimilarityPair | None) -> dict[str, Any] | None:
+    """What differential fuzzing against the seed found (a job with `confirm`): df_score, and whether it confirms
+    the mutant's arm (a control behaves as its seed on every input; a semantic mutant does not)."""
+    if pair is None:
+        return None
+    result = pair.result or {}
+    df = result.get("df_score") if pair.status == "scored" else None
+    confirms = None
+    if df is not None and df >= 0:
+        confirms = df == 1.0 if mutant.arm == Arm.CONTROL else df < 1.0
+    return {"status": pair.status, "df_score": df, "confirms": confirms, "error": pair.error}
+
+
+def mutant_view(mutant: Attempt, pair: SimilarityPair | None = None) -> dict[str, Any]:
+    """One mutant as a perturbation job lists it: how it was made, and what verification (and, with `confirm`,
+    differential fuzzing) found."""
     record = mutant.mutation or {}
     return {
         "attempt_id": mutant.attempt_id,
@@ -120,6 +175,7 @@ def mutant_view(mutant: Attempt) -> dict[str, Any]:
         "passed": mutant.passed,
         "total": mutant.total,
         "verification": record.get("verification"),
+        "fuzzing": fuzzing_view(mutant, pair),
     }
 
 
@@ -136,4 +192,13 @@ async def get(job_id: str, principal: ReadKey, session: SessionDep) -> dict[str,
             .order_by(Attempt.parent_attempt_id, Attempt.operator, Attempt.attempt_id)
         )
     ).all()
-    return {**jobs.job_view(job), "mutants": [mutant_view(m) for m in mutants]}
+    pairs: dict[str, SimilarityPair] = {}
+    confirm_job_id = (job.params or {}).get("confirm_job_id")
+    if confirm_job_id:
+        rows = await session.scalars(select(SimilarityPair).where(SimilarityPair.job_id == confirm_job_id))
+        pairs = {pair.pair_key: pair for pair in rows}
+    return {
+        **jobs.job_view(job),
+        "confirm_job_id": confirm_job_id,
+        "mutants": [mutant_view(m, pairs.get(m.attempt_id)) for m in mutants],
+    }

@@ -155,11 +155,15 @@ def _spec_or_422(raw: dict[str, Any] | None, loc: list[str | int]) -> dict[str, 
         raise field_error(loc, str(exc)) from None
 
 
-async def _crystal_params(body: MetricParams, programs: list[str], language: str) -> dict[str, Any]:
-    """CrystalBLEU ignores the k most frequent n-grams of a corpus: the one given, or the job's own programs."""
-    corpus = body.crystal_corpus or programs
-    ignore = await asyncio.to_thread(trivially_shared_ngrams, corpus, language, body.crystal_k)
-    return {"crystal_k": body.crystal_k, "crystal_ignore": [list(ngram) for ngram in sorted(ignore)]}
+async def _crystal_params(body: MetricParams, programs: dict[str, list[str]]) -> dict[str, Any]:
+    """CrystalBLEU ignores the k most frequent n-grams of a corpus, per language (n-grams are a language's tokens):
+    the corpus given, else the job's own programs of that language."""
+    ignore: dict[str, list[list[str]]] = {}
+    for language, own in programs.items():
+        corpus = body.crystal_corpus or own
+        ngrams = await asyncio.to_thread(trivially_shared_ngrams, corpus, language, body.crystal_k)
+        ignore[language] = [list(ngram) for ngram in sorted(ngrams)]
+    return {"crystal_k": body.crystal_k, "crystal_ignore": ignore}
 
 
 def _fuzzing_params(body: FuzzingParams) -> dict[str, Any]:
@@ -215,8 +219,10 @@ async def score_pair(body: PairIn, principal: SubmitKey, session: SessionDep) ->
     entry_point = body.entry_point or problem_entry
     _check_pair(mode, entry_point, (body.reference.language, body.candidate.language), ["body"])
     spec = _spec_or_422(body.input_spec, ["body", "input_spec"])
-    programs = [body.reference.source_code, body.candidate.source_code]
-    crystal = await _crystal_params(body, programs, body.candidate.language)
+    programs: dict[str, list[str]] = {}
+    for program in (body.reference, body.candidate):
+        programs.setdefault(program.language, []).append(program.source_code)
+    crystal = await _crystal_params(body, programs)
     params = {**_fuzzing_params(body), **crystal, "single": True}
     job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SIMILARITY, total=1, params=params)
     session.add(
@@ -309,8 +315,10 @@ async def score_dataset(request: Request, principal: SubmitKey, session: Session
                 "labels": labels,
             }
         )
-    programs = [text for r in body.pairs for text in (r.golden_code, r.generated_code)]
-    crystal = await _crystal_params(body, programs, body.pairs[0].language)
+    programs: dict[str, list[str]] = {}
+    for record in body.pairs:
+        programs.setdefault(record.language, []).extend((record.golden_code, record.generated_code))
+    crystal = await _crystal_params(body, programs)
     params = {
         **_fuzzing_params(body),
         **crystal,

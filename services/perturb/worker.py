@@ -41,7 +41,7 @@ from services.kernel.attempts import NewMutant
 from services.kernel.contracts import LIVE_JOB_STATUSES, Arm, Condition, JobKind, JudgmentStatus, Stage
 from services.kernel.db import session_scope
 from services.kernel.judges import Endpoint, LLMJudge, configured_judges
-from services.kernel.models import Attempt, Execution, Job, JobUnit, Judgment, Problem
+from services.kernel.models import Attempt, Execution, Job, JobUnit, Judgment, Problem, SimilarityPair
 from services.kernel.registry import (
     DRAW_CANDIDATE,
     DRAW_KEPT,
@@ -50,6 +50,7 @@ from services.kernel.registry import (
     Task,
     draw_unit,
     job_units,
+    pair_subject,
     parse_synthesis_slot,
     report_unit,
     slot_unit,
@@ -111,11 +112,18 @@ class PerturbParams(BaseModel):
     judges: list[str] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=lambda: [Condition.BLIND])
     repeats: int = 1
+    # With `confirm`: the similarity job that fuzzes every mutant against its seed (one pair per mutant).
+    confirm_job_id: str | None = None
 
 
 def seed_unit(attempt_id: str) -> str:
     """The job unit that says a seed has been perturbed (its mutants created)."""
     return f"perturb:{attempt_id}"
+
+
+def confirmation_seed_unit(attempt_id: str) -> str:
+    """The confirmation job's unit that says a seed's (seed, mutant) pairs are in."""
+    return f"seed:{attempt_id}"
 
 
 def parse_subject(subject: str) -> tuple[str, str]:
@@ -184,11 +192,50 @@ async def perturb_attempt(ctx: dict[str, Any], subject: str) -> None:
         # The total grows before the seed's unit is counted, so the job cannot look finished in between.
         await jobs.add_total(session, job_id, len(created))
         await jobs.count_unit_once(session, job_id, unit)
+        confirmations = await _add_confirmations(session, params, parent, created)
     await attempts.enqueue_first_stages(created)
+    for ordinal in confirmations:
+        assert params.confirm_job_id is not None
+        await queue.enqueue(Task.SCORE_PAIR, pair_subject(params.confirm_job_id, ordinal))
     if params.judges:
         # The seed is judged under the job's conditions too: the perturbation report compares each mutant's
         # score with its seed's (paper 001 VI-B). The judge worker counts this unit once.
         await queue.enqueue(Task.JUDGE_ATTEMPT, f"{seed_id}@{job_id}")
+
+
+async def _add_confirmations(
+    session: AsyncSession, params: PerturbParams, seed: Attempt, mutants: Sequence[Attempt]
+) -> list[int]:
+    """With `confirm`: one pair (seed, mutant) per new mutant in the confirmation job, in the transaction that
+    creates the mutants, then the seed's unit there (so that job cannot end before every seed is in). Ordinals
+    are the seed's position times MAX_MUTANTS_PER_SEED plus the mutant's: unique without coordination."""
+    if params.confirm_job_id is None:
+        return []
+    problem = await session.get(Problem, seed.problem_pk)
+    assert problem is not None
+    base = params.attempt_ids.index(seed.attempt_id) * MAX_MUTANTS_PER_SEED
+    ordinals = []
+    for offset, mutant in enumerate(mutants):
+        session.add(
+            SimilarityPair(
+                job_id=params.confirm_job_id,
+                ordinal=base + offset,
+                pair_key=mutant.attempt_id,
+                problem_pk=problem.id,
+                mode=problem.mode,
+                entry_point=problem.entry_point,
+                reference_language=seed.language,
+                reference_source=seed.source_code,
+                candidate_language=mutant.language,
+                candidate_source=mutant.source_code,
+                labels={"operator": mutant.operator, "arm": mutant.arm},
+            )
+        )
+        ordinals.append(base + offset)
+    await session.flush()
+    await jobs.add_total(session, params.confirm_job_id, len(ordinals))
+    await jobs.count_unit_once(session, params.confirm_job_id, confirmation_seed_unit(seed.attempt_id))
+    return ordinals
 
 
 @queue.task(Task.VERIFY_MUTANT)

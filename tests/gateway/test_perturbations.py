@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.helpers import submit, wait_attempt, wait_job
 
@@ -157,3 +158,54 @@ def test_bad_perturbation_requests_name_their_field(tenant_client: httpx.Client)
     rejected = tenant_client.post("/v1/perturbations", json={"attempt_ids": [wrong["attempt_id"]]})
     assert rejected.status_code == 422 and rejected.json()["errors"][0]["loc"] == ["body", "attempt_ids", 0]
     assert "accepted" in rejected.json()["errors"][0]["msg"]
+
+
+# A stdin template for the seed's problem: n and k, then n values (small, so that k is often met).
+CPP_INPUT_SPEC = {
+    "kind": "stdin",
+    "lines": [
+        {"tokens": [{"type": "int", "name": "n", "min": 0, "max": 6}, {"type": "int", "min": -5, "max": 5}]},
+        {"tokens": [{"type": "int", "min": -5, "max": 5, "count": "n"}]},
+    ],
+}
+
+
+@pytest.mark.timeout(400)  # the seed, its mutants, their verification, then every pair fuzzed
+def test_confirm_fuzzes_every_mutant_against_its_seed(tenant_client: httpx.Client) -> None:
+    problem_id = f"sum-at-least-{uuid.uuid4().hex[:8]}"
+    body = {"problem_id": problem_id, "statement": "Sum the values >= k.", "tests": CPP_TESTS}
+    assert tenant_client.post("/v1/problems", json={**body, "input_spec": CPP_INPUT_SPEC}).status_code == 201
+    seed = wait_attempt(tenant_client, submit(tenant_client, problem_id, "cpp", CPP_SEED, judges=[])["attempt_id"])
+    assert seed["verdict"] == "AC", seed
+    response = tenant_client.post(
+        "/v1/perturbations",
+        json={"attempt_ids": [seed["attempt_id"]], "confirm": True, "confirm_inputs": 100, "confirm_repeats": 2},
+    )
+    assert response.status_code == 202, response.text
+    accepted = response.json()
+    assert wait_job(tenant_client, accepted["job_id"], timeout_s=240)["status"] == "succeeded"
+    confirmation = wait_job(tenant_client, accepted["confirm_job_id"], timeout_s=240)
+    assert confirmation["status"] == "succeeded", confirmation
+    view = tenant_client.get(f"/v1/perturbations/{accepted['job_id']}").json()
+    assert view["confirm_job_id"] == accepted["confirm_job_id"]
+    by_operator = {m["operator"]: m for m in view["mutants"]}
+    for mutant in view["mutants"]:
+        fuzzing = mutant["fuzzing"]
+        assert fuzzing["status"] == "scored", mutant
+        if mutant["arm"] == "control":  # behaviour-preserving: the same on every generated input
+            assert (fuzzing["df_score"], fuzzing["confirms"]) == (1.0, True), mutant
+    for defect in ("ARITH_FLIP", "LOOP_SHORTEN"):
+        assert by_operator[defect]["fuzzing"]["df_score"] < 1.0 and by_operator[defect]["fuzzing"]["confirms"]
+    # The pairs are a similarity job of their own: the LoCaL table over the seed's mutants.
+    table = tenant_client.get(f"/v1/similarity/{accepted['confirm_job_id']}").json()
+    assert table["summary"]["pairs"] == len(view["mutants"])
+    assert {row["labels"]["arm"] for row in table["pairs"]} == {"semantic", "control"}
+
+
+def test_cancelling_a_perturbation_cancels_its_confirmation(tenant_client: httpx.Client) -> None:
+    seed = _accepted_seed(tenant_client)
+    response = tenant_client.post("/v1/perturbations", json={"attempt_ids": [seed["attempt_id"]], "confirm": True})
+    assert response.status_code == 202, response.text
+    accepted = response.json()
+    assert tenant_client.delete(f"/v1/jobs/{accepted['job_id']}").json()["status"] == "cancelled"
+    assert tenant_client.get(f"/v1/jobs/{accepted['confirm_job_id']}").json()["status"] == "cancelled"
