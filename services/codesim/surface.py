@@ -251,7 +251,9 @@ def _sequence_similarity(first: list[str], second: list[str]) -> float:
 # The `local` recipe's text normalisation (module docstring).
 _SPACES = re.compile(r"[ \t]+")
 _NEWLINE_RUNS = re.compile(r"\n{2,}")
-_TRIPLE_QUOTED = re.compile(r'("""|\'\'\')(?:.|\n)*?\1', re.DOTALL)
+# `(?:.|\n)*?` (the script's spelling) is the same language under DOTALL but backtracks exponentially over an
+# unclosed triple quote followed by line breaks (a hostile program stalled the worker): `.*?` matches the same.
+_TRIPLE_QUOTED = re.compile(r'("""|\'\'\').*?\1', re.DOTALL)
 _LINE_COMMENT = re.compile(r"#[^\n]*")
 _PYTHON_DROPPED = frozenset({tokenize.COMMENT, tokenize.ENCODING, tokenize.INDENT, tokenize.DEDENT})
 _PYTHON_LINE_ENDS = frozenset({tokenize.NL, tokenize.NEWLINE})

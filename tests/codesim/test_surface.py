@@ -173,6 +173,15 @@ def test_a_program_too_deep_for_the_parser_is_unparsable_not_a_crash(hostile: st
     assert 0.0 <= result.mean <= 1.0
 
 
+@pytest.mark.timeout(10)
+def test_an_unclosed_triple_quote_does_not_make_normalisation_backtrack() -> None:
+    # Tokenizing fails, so LOCAL falls back to its regular expressions: a pattern that backtracked exponentially
+    # over the line breaks after an unclosed triple quote took hours here (0.3 s at 22 lines, doubling per line).
+    hostile = 'x = 1\n"""' + "a\n" * 5_000
+    result = surface_similarity("x = 1\n", hostile, "python")
+    assert result.unparsable == ("candidate",) and 0.0 <= result.mean <= 1.0
+
+
 def test_deeply_nested_python_that_parses_does_not_hit_the_recursion_limit() -> None:
     nested = "x = " + "[" * 150 + "]" * 150 + "\n"
     ast.parse(nested)  # parses
