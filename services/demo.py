@@ -553,6 +553,8 @@ def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool 
     )
     if operator_bugs:
         console.print(f"[bold red]{operator_bugs} control mutants failed a test: an operator changed behaviour[/]")
+    if mismatches:
+        console.print(f"[bold red]{mismatches} attempts got another verdict than expected (listed under the table)[/]")
     if similarity_errors:
         console.print(f"[bold red]{similarity_errors} pairs scored other than their behaviour says[/]")
     return 1 if canonical_failures or mismatches or operator_bugs or similarity_errors else 0
