@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from metrics import html, plots
 from metrics.reports import build_report as build_kind
+from metrics.reports import similarity as similarity_report
 from services.kernel import jobs, queue, worker
 from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind, JobStatus, Verdict
 from services.kernel.db import session_scope
@@ -112,7 +113,7 @@ async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def load_pair_rows(tenant: str, job_id: str) -> list[dict[str, Any]]:
     """The scored pairs of one of the tenant's similarity jobs (filter ``job_id``), as the similarity report reads
-    them; pairs whose df_score is -1 (every repetition timed out) are left out, as LoCaL leaves them out."""
+    them: the pairs :func:`metrics.reports.similarity.scored_pairs` keeps (df_score -1 left out, as LoCaL does)."""
     async with session_scope() as session:
         job = await session.get(Job, job_id)
         if job is None or job.tenant != tenant or job.kind != JobKind.SIMILARITY:
@@ -125,21 +126,18 @@ async def load_pair_rows(tenant: str, job_id: str) -> list[dict[str, Any]]:
                 .order_by(SimilarityPair.ordinal)
             )
         ).all()
+        kept, _ = similarity_report.scored_pairs({pair.ordinal: pair.result for pair in pairs})
         rows = []
         for pair in pairs:
-            result = pair.result or {}
-            surface = (result.get("surface_similarity") or {}).get("mean")
-            if result.get("df_score") is None or result["df_score"] < 0 or surface is None:
+            if pair.ordinal not in kept:
                 continue
             rows.append(
                 {
+                    **kept[pair.ordinal],
                     "pair_id": pair.pair_key,
                     "problem_id": str(pair.problem_pk) if pair.problem_pk is not None else pair.pair_key,
                     "trajectory": pair.pair_key,
                     "attempt_id": pair.pair_key,
-                    "df_score": result["df_score"],
-                    "surface_similarity": surface,
-                    "cems": {k: v for k, v in (result.get("cems") or {}).items() if v is not None},
                     "thresholds": params.get("thresholds"),
                     "protocol": params.get("protocol"),
                 }
