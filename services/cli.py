@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -200,9 +201,34 @@ def _finding(verification: dict[str, Any]) -> str:
     return "equivalent?" if verification.get("equivalent_suspect") else ""
 
 
+def _follow(
+    client: httpx.Client,
+    path: str,
+    label: str,
+    *,
+    every_s: float,
+    params: dict[str, Any] | None = None,
+    describe: Callable[[dict[str, Any]], str] | None = None,
+) -> dict[str, Any]:
+    """Poll a job's view at `path` with a progress bar (its `progress` counts) until the job ends; the last view.
+    `describe` gives the bar a line of its own from each view."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task(label, total=None)
+        while True:
+            job: dict[str, Any] = client.get(path, params=params).json()
+            description = describe(job) if describe is not None else label
+            done, total = job["progress"]["done"], max(job["progress"]["total"], 1)
+            progress.update(bar, description=description, completed=done, total=total)
+            if job["status"] in TERMINAL_JOB_STATUSES:
+                return job
+            time.sleep(every_s)
+
+
 def cmd_perturb(args: argparse.Namespace) -> int:
     """Perturb accepted attempts, follow the job with a progress bar, then print its mutants as a table."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
     from rich.table import Table
 
     body: dict[str, Any] = {
@@ -218,15 +244,7 @@ def cmd_perturb(args: argparse.Namespace) -> int:
         if response.status_code != 202:
             return _fail(response)
         job_id = response.json()["job_id"]
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-        with Progress(*columns, console=console) as progress:
-            bar = progress.add_task(f"perturbing ({job_id})", total=None)
-            while True:
-                job = client.get(f"/v1/perturbations/{job_id}").json()
-                progress.update(bar, completed=job["progress"]["done"], total=max(job["progress"]["total"], 1))
-                if job["status"] in TERMINAL_JOB_STATUSES:
-                    break
-                time.sleep(0.1)
+        job = _follow(client, f"/v1/perturbations/{job_id}", f"perturbing ({job_id})", every_s=0.1)
     table = Table(title=f"mutants of {', '.join(args.attempt_ids)} ({job['status']})")
     for column in ("operator", "arm", "sev", "line", "guard", "verdict", "finding"):
         table.add_column(column)
@@ -267,7 +285,6 @@ def _number(value: Any, digits: int = 3) -> str:
 def cmd_similarity(args: argparse.Namespace) -> int:
     """Score a JSONL of code pairs by differential fuzzing, follow the job with a progress bar, then print each
     metric's MAE against df_score and the SFD/DFS/Control regions; optionally save every pair's row as JSONL."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
     body: dict[str, Any] = {
@@ -286,15 +303,8 @@ def cmd_similarity(args: argparse.Namespace) -> int:
         if response.status_code != 202:
             return _fail(response)
         job_id = response.json()["job_id"]
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-        with Progress(*columns, console=console) as progress:
-            bar = progress.add_task(f"fuzzing pairs ({job_id})", total=len(body["pairs"]))
-            while True:
-                job = client.get(f"/v1/similarity/{job_id}", params={"limit": 1}).json()
-                progress.update(bar, completed=job["progress"]["done"])
-                if job["status"] in TERMINAL_JOB_STATUSES:
-                    break
-                time.sleep(0.5)
+        path, label = f"/v1/similarity/{job_id}", f"fuzzing pairs ({job_id})"
+        job = _follow(client, path, label, every_s=0.5, params={"limit": 1})
         rows: list[dict[str, Any]] = []
         offset: int | None = 0
         while offset is not None:
@@ -335,7 +345,6 @@ def _int_list(text: str) -> list[int]:
 def cmd_synthesize(args: argparse.Namespace) -> int:
     """Synthesise an AXIOM benchmark from accepted programs, follow the job with a progress bar, then print what it
     kept per target score, how its draws ended, and the score entropy; optionally save the JSONL export."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
     from rich.table import Table
 
     llms = [name for name in args.llm.split(",") if name]
@@ -356,23 +365,16 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         if response.status_code != 202:
             return _fail(response)
         job_id = response.json()["job_id"]
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-        with Progress(*columns, console=console) as progress:
-            bar = progress.add_task(f"synthesizing ({job_id})", total=None)
-            while True:
-                job = client.get(f"/v1/benchmarks/{job_id}").json()
-                outcomes = job["outcomes"]
-                rejected = sum(n for k, n in outcomes.items() if k not in ("kept", "mismatch", "pending"))
-                progress.update(
-                    bar,
-                    description=f"synthesizing ({job_id}): kept {outcomes.get('kept', 0)}, "
-                    f"dropped {outcomes.get('mismatch', 0)}, rejected {rejected}",
-                    completed=job["progress"]["done"],
-                    total=max(job["progress"]["total"], 1),
-                )
-                if job["status"] in TERMINAL_JOB_STATUSES:
-                    break
-                time.sleep(0.2)
+
+        def describe(view: dict[str, Any]) -> str:
+            outcomes = view["outcomes"]
+            rejected = sum(n for k, n in outcomes.items() if k not in ("kept", "mismatch", "pending"))
+            return (
+                f"synthesizing ({job_id}): kept {outcomes.get('kept', 0)}, "
+                f"dropped {outcomes.get('mismatch', 0)}, rejected {rejected}"
+            )
+
+        job = _follow(client, f"/v1/benchmarks/{job_id}", f"synthesizing ({job_id})", every_s=0.2, describe=describe)
         exported = None
         if args.export and job["selection_done"]:
             exported = client.get(f"/v1/benchmarks/{job_id}/export.jsonl")
