@@ -760,9 +760,12 @@ def classify(
     if result.stdout_overflow or result.stderr_overflow:
         return Verdict.OLE, f"output limit exceeded ({output_limit // 1024} KB)"
     near_limit = result.memory_kb >= _OOM_PEAK_FRACTION * memory_mb * 1024
-    if result.signal == signal.SIGKILL and near_limit and not result.wall_timeout:
-        # An OOM kill, even if the CPU time is past the limit too: the kernel charges the reclaim it tries
-        # before killing to the program, which on a busy host can take it past the CPU limit.
+    if near_limit and (result.signal in (signal.SIGKILL, signal.SIGXCPU) or result.wall_timeout):
+        # An OOM kill, or a program stopped by a clock while it sat at its memory limit. At the limit the
+        # kernel reclaims the cgroup's own page cache (the interpreter's code, mapped files) before it kills,
+        # and the program faults it back in: on a busy host that stall can outlast the CPU limit (the kernel
+        # charges the reclaim to the program) or the wall limit (the faults wait on the disk). Either way the
+        # memory limit is what stopped it.
         return Verdict.MLE, f"memory limit exceeded ({memory_mb} MB)"
     if result.cpu_s >= cpu_time_s or result.signal == signal.SIGXCPU:
         return Verdict.TLE, f"CPU time limit exceeded ({cpu_time_s:g} s)"

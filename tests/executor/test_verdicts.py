@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from executor.run import Executor
 from services.kernel.contracts import Checker, Limits, TestCase
+from services.sandbox.jail import RunResult, classify
 from tests.executor.conftest import FAST, SHORT_WALL, SUM_SOURCES, run
 
 LANGUAGES = ["python", "c", "cpp", "java"]
@@ -306,3 +309,44 @@ async def test_invalid_requests_raise(executor: Executor) -> None:
         Limits(cpu_time_s=0)
     with pytest.raises(ValueError, match="kind\n  Input should be 'exact', 'lines', 'tokens' or 'float'"):
         Checker(kind="regex")  # type: ignore[arg-type]
+
+
+# --- classify(): the order of the verdict rules, on the runs that are hard to provoke on an idle host ---------
+
+_LIMIT_MB = 128
+
+
+def _killed_run(
+    *, signal_number: int | None, peak_kb: int, cpu_s: float = 0.3, wall_timeout: bool = False
+) -> RunResult:
+    return RunResult(
+        exit_code=None,
+        signal=signal_number,
+        cpu_s=cpu_s,
+        wall_s=2.0,
+        memory_kb=peak_kb,
+        stdout=b"",
+        stderr=b"",
+        wall_timeout=wall_timeout,
+    )
+
+
+@pytest.mark.parametrize(
+    ("run_result", "verdict"),
+    [
+        # An OOM kill.
+        (_killed_run(signal_number=signal.SIGKILL, peak_kb=_LIMIT_MB * 1024), "MLE"),
+        # A program that stalled at its memory limit (reclaim, refaults) until a clock stopped it.
+        (_killed_run(signal_number=signal.SIGKILL, peak_kb=_LIMIT_MB * 1024, cpu_s=1.0), "MLE"),
+        (_killed_run(signal_number=signal.SIGXCPU, peak_kb=_LIMIT_MB * 1024, cpu_s=1.0), "MLE"),
+        (_killed_run(signal_number=signal.SIGKILL, peak_kb=_LIMIT_MB * 1024, wall_timeout=True), "MLE"),
+        # Clocks, with memory well under the limit.
+        (_killed_run(signal_number=signal.SIGKILL, peak_kb=10_000, wall_timeout=True), "TLE"),
+        (_killed_run(signal_number=signal.SIGKILL, peak_kb=10_000, cpu_s=1.0), "TLE"),
+        (_killed_run(signal_number=signal.SIGXCPU, peak_kb=10_000, cpu_s=1.0), "TLE"),
+        (_killed_run(signal_number=signal.SIGSEGV, peak_kb=10_000), "RE"),
+    ],
+)
+def test_classify_puts_a_stall_at_the_memory_limit_down_to_memory(run_result: RunResult, verdict: str) -> None:
+    status, _ = classify(run_result, cpu_time_s=1.0, memory_mb=_LIMIT_MB, output_limit=64 * 1024)
+    assert status == verdict
