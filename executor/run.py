@@ -12,7 +12,7 @@ import signal
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,8 +24,10 @@ from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, Toolchain, get_language, toolchain
 from services.fuzzing.score import TimeoutRule
 from services.kernel.contracts import Checker, ExecutionResult, Language, Limits, Mode, TestCase, TestResult, Verdict
+from services.sandbox import launcher as launcher_module
 from services.sandbox.jail import (
     INSIDE_ID,
+    JAIL_PROGRAM_DIR,
     JailProfile,
     RunControl,
     RunResult,
@@ -33,6 +35,7 @@ from services.sandbox.jail import (
     classify,
     default_nsjail_path,
     ensure_cgroup_parents,
+    printable,
     sandbox_visible_root,
 )
 
@@ -49,6 +52,9 @@ MESSAGE_CAP = 300
 _CANCEL_WAIT_S = 5.0
 _HARNESS_SOURCE = Path(__file__).parent / "harness" / "function_runner.py"
 _DIFF_HARNESS_SOURCE = Path(__file__).parent / "harness" / "diff_runner.py"
+_LAUNCHER_SOURCE = Path(launcher_module.__file__)
+# The Python program's path inside a run's jail, and the file its syntax is checked as.
+_PYTHON_MAIN = "main.py"
 _KNOWN_BUILDS = 4096
 
 
@@ -74,6 +80,14 @@ class Executor:
         self.builds_root = self._builds.root
         self._harness = _install_harness(visible / "harness")
         _install_harness(visible / "harness", _DIFF_HARNESS_SOURCE)  # beside it: it imports function_runner
+        # Test runs happen in pre-made jails (services/sandbox/warm.py): one kind per (limits, language, mode),
+        # as many ready as there are slots.
+        self._sandbox.enable_warm(
+            launcher=_install_harness(visible / "harness", _LAUNCHER_SOURCE),
+            slots_root=visible / "warm",
+            harness=self._harness,
+            per_kind=slots,
+        )
         # Bounds the sandboxes running at once, across every concurrent execute() of this Executor.
         self._slots = asyncio.Semaphore(slots)
         # Our own threads: a run blocks its thread for up to the wall limit, which must not starve the
@@ -85,8 +99,13 @@ class Executor:
         self._toolchains: dict[str, Toolchain | None] = {}
 
     def close(self) -> None:
-        """Release the worker threads (runs in progress finish first)."""
+        """Release the worker threads (runs in progress finish first) and end the pre-made jails."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._sandbox.close()
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._sandbox
 
     def languages(self) -> list[dict[str, str]]:
         """The languages this machine runs, with versions read from the installed toolchains (cached after
@@ -135,29 +154,43 @@ class Executor:
         tools = self._toolchains[lang.id]
         if tools is None:
             return _failed(Verdict.IE, f"the {lang.id} toolchain is not available on this executor", len(tests))
-        try:
-            build = await self._build(lang, tools.key, source_code, tenant=tenant)
-        except Exception as exc:
-            log.exception("building a %s program failed", lang.id)
-            return _failed(Verdict.IE, f"internal error while compiling ({type(exc).__name__})", len(tests), tools.key)
-        if build.status != "ok":
-            verdict = Verdict.CE if build.status == "ce" else Verdict.IE
-            return _failed(verdict, build.compile_output, len(tests), tools.key, build.cached)
-        outcomes = await asyncio.gather(
+        if lang.id == Language.PYTHON:
+            # No separate syntax check: each test's launcher compiles the program before anything runs, and a
+            # SyntaxError there is the attempt's CE (services/sandbox/launcher.py).
+            program = _Program(main=_PYTHON_MAIN, files={_PYTHON_MAIN: _encode(source_code)})
+            compile_output, cached = "", False
+        else:
+            try:
+                build = await self._build(lang, tools.key, source_code, tenant=tenant)
+            except Exception as exc:
+                log.exception("building a %s program failed", lang.id)
+                return _failed(
+                    Verdict.IE, f"internal error while compiling ({type(exc).__name__})", len(tests), tools.key
+                )
+            if build.status != "ok":
+                verdict = Verdict.CE if build.status == "ce" else Verdict.IE
+                return _failed(verdict, build.compile_output, len(tests), tools.key, build.cached)
+            program = _Program(main=build.main, directory=build.program_dir)
+            compile_output, cached = build.compile_output, build.cached
+        runs = await asyncio.gather(
             *(
-                self._run_test(index, test, lang, build, mode, entry_point, checker, limits)
+                self._run_test(index, test, lang, program, mode, entry_point, checker, limits)
                 for index, test in enumerate(tests)
             )
         )
+        syntax_error = next((error for _, error in runs if error is not None), None)
+        if syntax_error is not None:
+            return _failed(Verdict.CE, printable(syntax_error.strip()), len(tests), tools.key, cached)
+        outcomes = [outcome for outcome, _ in runs]
         verdict = next((o.status for o in outcomes if o.status != Verdict.AC), Verdict.AC)
         return ExecutionResult(
             verdict=verdict,
             passed=sum(o.status == Verdict.AC for o in outcomes),
             total=len(outcomes),
-            compile_output=build.compile_output,
+            compile_output=compile_output,
             tests=list(outcomes),
             toolchain=tools.key,
-            build_cached=build.cached,
+            build_cached=cached,
         )
 
     async def differential(
@@ -241,12 +274,14 @@ class Executor:
         index: int,
         test: TestCase,
         lang: LanguageSpec,
-        build: Build,
+        program: _Program,
         mode: Mode,
         entry_point: str | None,
         checker: Checker,
         limits: Limits,
-    ) -> TestResult:
+    ) -> tuple[TestResult, str | None]:
+        """One test in its own (pre-made) jail: its result, and the compiler's message if a Python program did
+        not compile (then nothing ran and the result is a placeholder)."""
         try:
             function_mode = mode == Mode.FUNCTION
             if function_mode:
@@ -266,15 +301,18 @@ class Executor:
                 processes=limits.processes + lang.extra_processes + int(function_mode),
                 readonly_mounts=lang.extra_readonly_mounts,
                 with_harness=function_mode,
+                warm=True,
             )
-            argv = lang.run_argv(main=build.main, memory_mb=limits.memory_mb, function_mode=function_mode)
+            argv = lang.run_argv(main=program.main, memory_mb=limits.memory_mb, function_mode=function_mode)
             output_limit = limits.output_kb * 1024
             async with self._slots:
                 result = await self._jailed(
                     self._sandbox.run,
                     profile,
                     argv,
-                    program_dir=build.program_dir,
+                    program_dir=program.directory,
+                    program_files=program.files,
+                    check_syntax=f"{JAIL_PROGRAM_DIR}/{program.main}" if program.files is not None else None,
                     stdin=stdin,
                     harness=self._harness if function_mode else None,
                     stdout_limit=output_limit,
@@ -282,13 +320,21 @@ class Executor:
                     stderr_keep=STDERR_EXCERPT,
                     result_limit=harness.MAX_RESULT_BYTES + 65536,
                 )
-            return _decide(index, test, lang, result, limits, checker)
+            if result.syntax_error is not None:
+                return TestResult(index=index, status=Verdict.CE, public=test.public), result.syntax_error
+            return _decide(index, test, lang, result, limits, checker), None
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("test %d failed inside the executor", index)
-            return TestResult(
-                index=index, status=Verdict.IE, public=test.public, message=f"internal error ({type(exc).__name__})"
+            return (
+                TestResult(
+                    index=index,
+                    status=Verdict.IE,
+                    public=test.public,
+                    message=f"internal error ({type(exc).__name__})",
+                ),
+                None,
             )
 
     async def _jailed(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -414,6 +460,20 @@ def _decide_function_call(result: RunResult, test: TestCase, limits: Limits, che
         return "IE", text
     log.error("function-mode harness failure: %s", text)
     return "IE", "internal error in the function-mode harness"
+
+
+@dataclass(frozen=True)
+class _Program:
+    """What a test runs: a published build's folder (linked into the jail), or files written for this run
+    (Python, whose source is the program)."""
+
+    main: str
+    directory: Path | None = None
+    files: dict[str, bytes] | None = None
+
+
+def _encode(source: str) -> bytes:
+    return source.encode("utf-8", "surrogatepass")
 
 
 def _error_line(stderr: str, lang: LanguageSpec) -> str:

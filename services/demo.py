@@ -303,6 +303,11 @@ def print_table(finished: list[dict[str, Any]]) -> int:
             console.print(
                 f"[yellow]{row['body']['attempt_uid']}: expected {row['expected']}, got {row['view']['verdict']}[/]"
             )
+            for test in row["view"]["tests"]:
+                console.print(
+                    f"  test {test.get('index')}: {test.get('status')}, cpu {test.get('time_ms')} ms, "
+                    f"wall {test.get('wall_time_ms')} ms, peak {test.get('memory_kb')} KiB"
+                )
     return mismatches
 
 

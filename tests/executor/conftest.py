@@ -63,26 +63,45 @@ async def run(
     )
 
 
-def processes_of(uid: int) -> list[int]:
-    """Host processes owned by `uid`: after a run, nothing of the jail may survive."""
+def processes_of(uid: int, executor: Executor | None = None) -> list[int]:
+    """Host processes owned by `uid`: after a run, nothing of the jail may survive. With `executor`, the pre-made
+    jails that wait for a run (and only those) are not counted; call `settle(executor)` first."""
+    waiting = executor.sandbox.waiting_jails()[0] if executor is not None else set()
     pids = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                if entry.stat(follow_symlinks=False).st_uid == uid:
+                if entry.stat(follow_symlinks=False).st_uid == uid and not _descends_from(int(entry.name), waiting):
                     pids.append(int(entry.name))
             except OSError:
                 continue
     return pids
 
 
-def our_cgroups() -> list[str]:
-    """Per-run cgroups of this process still present (each run must remove its own)."""
+def _descends_from(pid: int, ancestors: set[int]) -> bool:
+    while pid > 1:
+        if pid in ancestors:
+            return True
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            pid = int(handle.read().rsplit(b")", 1)[1].split()[1])
+    return False
+
+
+def our_cgroups(executor: Executor | None = None) -> list[str]:
+    """Per-run cgroups of this process still present (each run must remove its own); with `executor`, not those
+    of its pre-made jails that wait for a run."""
+    waiting = executor.sandbox.waiting_jails()[1] if executor is not None else set()
     return sorted(
         str(path)
         for controller in ("memory", "pids")
         for path in Path(f"/sys/fs/cgroup/{controller}/NSJAIL").glob(f"tribunal-{os.getpid()}-*")
+        if path.name not in waiting
     )
+
+
+def settle(executor: Executor) -> None:
+    """Let the executor's pre-made jails finish refilling and cleaning up, so the host can be inspected."""
+    executor.sandbox.settle()
 
 
 SUM_SOURCES = {

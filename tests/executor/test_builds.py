@@ -33,7 +33,7 @@ def published_builds(executor: Executor) -> list[str]:
     return sorted(entry.name for entry in executor.builds_root.iterdir() if not entry.name.startswith("."))
 
 
-@pytest.mark.parametrize("language", ["python", "c", "cpp", "java"])
+@pytest.mark.parametrize("language", ["c", "cpp", "java"])
 async def test_second_execute_uses_the_cached_build(executor: Executor, language: str) -> None:
     source = unique(language)
     before = set(published_builds(executor))
@@ -44,7 +44,20 @@ async def test_second_execute_uses_the_cached_build(executor: Executor, language
     assert len(set(published_builds(executor)) - before) == 1
 
 
-@pytest.mark.parametrize("language", ["python", "c"])
+async def test_python_has_no_build_its_syntax_is_checked_in_each_run(executor: Executor) -> None:
+    """A Python program is its source: nothing is published, and a SyntaxError is found by the run's own jail."""
+    source = unique("python")
+    before = set(published_builds(executor))
+    first = await run(executor, "python", source, stdin="2 3", expected="5")
+    second = await run(executor, "python", source, stdin="4 4", expected="8")
+    assert (first.verdict, second.verdict) == ("AC", "AC")
+    assert (first.build_cached, second.build_cached) == (False, False)
+    assert set(published_builds(executor)) == before
+    broken = await run(executor, "python", source + "def broken(:\n    pass\n")
+    assert broken.verdict == "CE" and "SyntaxError" in broken.compile_output and broken.tests == []
+
+
+@pytest.mark.parametrize("language", ["c", "cpp"])
 async def test_builds_are_not_shared_between_tenants(executor: Executor, language: str) -> None:
     """A cache hit answers faster: tenant B must not learn that tenant A compiled the same source."""
     source = unique(language)
@@ -117,11 +130,11 @@ async def test_python_source_with_a_nul_byte_is_a_compile_error(executor: Execut
 
 
 async def test_a_build_is_shared_by_executors_on_the_same_work_root(executor: Executor) -> None:
-    source = unique("python")
-    await run(executor, "python", source, stdin="1 1", expected="2")
+    source = unique("c")
+    await run(executor, "c", source, stdin="1 1", expected="2")
     other = Executor(executor.work_root, slots=1)
     try:
-        outcome = await run(other, "python", source, stdin="1 1", expected="2")
+        outcome = await run(other, "c", source, stdin="1 1", expected="2")
     finally:
         other.close()
     assert outcome.build_cached

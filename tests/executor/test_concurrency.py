@@ -15,7 +15,7 @@ import pytest
 
 from executor.run import Executor
 from services.kernel.contracts import Limits, TestCase
-from tests.executor.conftest import SUM_SOURCES, dispose, make_executor, our_cgroups, processes_of, run
+from tests.executor.conftest import SUM_SOURCES, dispose, make_executor, our_cgroups, processes_of, run, settle
 
 SANDBOX_UID = 64124
 
@@ -71,7 +71,8 @@ async def test_sixteen_executes_with_two_slots(executor: Executor, peak_jails: l
     assert [o.verdict for o in outcomes] == [verdict for _, _, verdict in requests]
     assert [o.passed for o in outcomes] == [1 if verdict == "WA" else 2 for _, _, verdict in requests]
     assert 1 <= peak_jails[0] <= 2
-    assert processes_of(SANDBOX_UID) == [] and our_cgroups() == []
+    settle(executor)
+    assert processes_of(SANDBOX_UID, executor) == [] and our_cgroups(executor) == []
 
 
 async def test_cancelled_execute_stops_its_jail(executor: Executor) -> None:
@@ -80,7 +81,7 @@ async def test_cancelled_execute_stops_its_jail(executor: Executor) -> None:
     assert (await run(executor, "python", sleeper, limits=Limits(wall_time_s=0.5))).verdict == "TLE"
     task = asyncio.create_task(run(executor, "python", sleeper, limits=Limits(cpu_time_s=5, wall_time_s=60)))
     for _ in range(400):
-        if processes_of(SANDBOX_UID):
+        if processes_of(SANDBOX_UID, executor):
             break
         await asyncio.sleep(0.025)
     else:
@@ -88,8 +89,9 @@ async def test_cancelled_execute_stops_its_jail(executor: Executor) -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert processes_of(SANDBOX_UID) == []
-    assert our_cgroups() == []
+    settle(executor)
+    assert processes_of(SANDBOX_UID, executor) == []
+    assert our_cgroups(executor) == []
     # Its slot is free again.
     after = await run(executor, "python", SUM_SOURCES["python"], stdin="1 1", expected="2")
     assert after.verdict == "AC"

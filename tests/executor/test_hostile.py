@@ -15,7 +15,16 @@ import pytest
 
 from executor.run import Executor
 from services.kernel.contracts import ExecutionResult, Limits, TestCase
-from tests.executor.conftest import SHORT_WALL, SUM_SOURCES, dispose, make_executor, our_cgroups, processes_of, run
+from tests.executor.conftest import (
+    SHORT_WALL,
+    SUM_SOURCES,
+    dispose,
+    make_executor,
+    our_cgroups,
+    processes_of,
+    run,
+    settle,
+)
 
 # A uid of its own, so "no process of the sandbox uid is left on the host" cannot be confused with any
 # other process on the machine.
@@ -30,10 +39,11 @@ def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Executor]:
 
 
 def snapshot(executor: Executor) -> dict[str, object]:
-    """What a contained program cannot change on the host."""
+    """What a contained program cannot change on the host (the pre-made jails waiting for their runs aside)."""
+    settle(executor)
     return {
-        "processes": processes_of(SANDBOX_UID),
-        "cgroups": our_cgroups(),
+        "processes": processes_of(SANDBOX_UID, executor),
+        "cgroups": our_cgroups(executor),
         "canaries": [
             p for p in ("/etc/tribunal-canary", "/usr/tribunal-canary", "/tribunal-canary") if os.path.exists(p)
         ],

@@ -1,0 +1,236 @@
+"""Pre-made ("warm") jails: a run starts in a jail made before it was known, and still shares nothing with any
+other run. Each hostile program below tries to leave something behind for the next run, or to forge what the
+launcher tells the host; the next run (same executor, same kind of jail) must see none of it.
+
+The design under attack: services/sandbox/warm.py, services/sandbox/launcher.py, docs/sandbox.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+import textwrap
+from collections.abc import Iterator
+
+import pytest
+
+from executor.run import Executor
+from services.kernel.contracts import Limits, TestCase
+from tests.executor.conftest import FAST, SUM_SOURCES, dispose, make_executor, our_cgroups, processes_of, run, settle
+
+SANDBOX_UID = 64125
+
+
+@pytest.fixture(scope="module")
+def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Executor]:
+    executor = make_executor(tmp_path_factory.mktemp("warm"), sandbox_uid=SANDBOX_UID)
+    yield executor
+    dispose(executor)
+
+
+async def stdout_of(executor: Executor, source: str, stdin: str = "", limits: Limits = FAST) -> str:
+    outcome = await run(executor, "python", textwrap.dedent(source), stdin=stdin, limits=limits)
+    assert outcome.verdict == "AC", outcome
+    return outcome.tests[0].stdout
+
+
+async def leave_then_look(executor: Executor, leave: str, look: str) -> str:
+    """Run `leave` (which tries to leave state behind) on both jails of the pool, then `look` twice; return what
+    the lookers printed."""
+    for _ in range(2):
+        await run(executor, "python", textwrap.dedent(leave), limits=FAST)
+    looked = [await stdout_of(executor, look) for _ in range(2)]
+    assert looked[0] == looked[1]
+    return looked[0]
+
+
+async def test_runs_are_served_by_pre_made_jails(executor: Executor) -> None:
+    await stdout_of(executor, "print('hello')\n")
+    settle(executor)
+    waiting, _ = executor.sandbox.waiting_jails()
+    assert waiting, "the pool keeps jails ready for the next run"
+    # The next run takes one of them: afterwards that jail is gone and another waits in its place.
+    await stdout_of(executor, "print('again')\n")
+    settle(executor)
+    after, _ = executor.sandbox.waiting_jails()
+    assert waiting - after and after - waiting
+
+
+async def test_files_written_by_one_run_are_not_seen_by_the_next(executor: Executor) -> None:
+    leave = """
+        import os
+        for folder in ("/tmp", "/box", os.getcwd()):
+            with open(os.path.join(folder, "left-behind"), "w") as handle:
+                handle.write("x")
+            os.makedirs(os.path.join(folder, "left-dir"), exist_ok=True)
+    """
+    look = """
+        import os
+        print(sorted(os.listdir("/tmp")), sorted(os.listdir("/box")), sorted(os.listdir(os.getcwd())))
+    """
+    assert await leave_then_look(executor, leave, look) == "[] [] []\n"
+
+
+async def test_a_background_process_does_not_outlive_its_run(executor: Executor) -> None:
+    leave = """
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                with open("/tmp/alive", "w"):
+                    pass
+                time.sleep(60)
+            os._exit(0)
+        time.sleep(0.2)
+    """
+    look = """
+        import os
+        others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+        print(others, os.path.exists("/tmp/alive"))
+    """
+    assert await leave_then_look(executor, leave, look) == "[] False\n"
+    settle(executor)
+    assert processes_of(SANDBOX_UID, executor) == []
+    assert our_cgroups(executor) == []
+
+
+async def test_patched_modules_environment_and_signal_handlers_do_not_reach_the_next_run(executor: Executor) -> None:
+    leave = """
+        import builtins, json, math, os, signal, sys
+        builtins.print = lambda *a, **k: sys.stdout.write("forged\\n")
+        json.dumps = lambda *a, **k: "forged"
+        math.sqrt = lambda x: 42
+        sys.modules["collections"] = None
+        sys.modules["poisoned"] = type(sys)("poisoned")
+        os.environ["TRIBUNAL_LEFT"] = "1"
+        os.environ["PATH"] = "/nowhere"
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGALRM, lambda *a: None)
+        sys.setrecursionlimit(50)
+    """
+    look = """
+        import collections, json, math, os, signal, sys
+        print(json.dumps([1]), math.sqrt(16), "poisoned" in sys.modules, os.environ.get("TRIBUNAL_LEFT"),
+              os.environ["PATH"], signal.getsignal(signal.SIGTERM) is signal.SIG_DFL,
+              signal.getsignal(signal.SIGALRM) is signal.SIG_DFL, sys.getrecursionlimit() >= 1000,
+              collections.Counter("aab")["a"])
+    """
+    assert await leave_then_look(executor, leave, look) == "[1] 4.0 False None /usr/bin:/bin True True True 2\n"
+
+
+async def test_a_run_cannot_find_an_earlier_runs_input_in_its_memory(executor: Executor) -> None:
+    """The launcher's memory holds nothing but its own run's request: another run's stdin is nowhere in it."""
+    secret = secrets.token_hex(16)
+    await stdout_of(executor, "input()\n", stdin=f"{secret}\n")
+    # Scan every readable mapping of this process (which started as a pre-made launcher) for the secret. The two
+    # halves are looked for apart, so the needle itself never exists whole in the scanner's memory.
+    head, tail = secret[:16].encode().hex(), secret[16:].encode().hex()
+    scan = f"""
+        head, tail = bytes.fromhex("{head}"), bytes.fromhex("{tail}")
+        found = False
+        with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+            for line in maps:
+                start, end = (int(x, 16) for x in line.split()[0].split("-"))
+                if "r" not in line.split()[1] or end - start > 1 << 28:
+                    continue
+                try:
+                    mem.seek(start)
+                    data = mem.read(end - start)
+                except OSError:
+                    continue
+                at = data.find(head)
+                while at >= 0 and not found:
+                    found = data[at + len(head) : at + len(head) + len(tail)] == tail
+                    at = data.find(head, at + 1)
+        print(found)
+    """
+    assert await stdout_of(executor, scan) == "False\n"
+    # The scanner does find the secret where it is: in the memory of the run it was given to.
+    assert await stdout_of(executor, "kept = input()\n" + textwrap.dedent(scan), stdin=f"{secret}\n") == "True\n"
+
+
+async def test_the_launcher_channel_is_closed_before_the_program_runs(executor: Executor) -> None:
+    """A program cannot reach the channel on which the launcher told the host its CPU time or a syntax error:
+    fd 0 is the run's stdin (a sealed memfd), and no socket is open."""
+    look = """
+        import os, stat
+        sockets = [fd for fd in map(int, os.listdir("/proc/self/fd"))
+                   if os.path.exists(f"/proc/self/fd/{fd}") and stat.S_ISSOCK(os.fstat(fd).st_mode)]
+        print(stat.S_ISSOCK(os.fstat(0).st_mode), sockets, input())
+    """
+    assert await stdout_of(executor, look, stdin="given\n") == "False [] given\n"
+
+
+async def test_cpu_time_is_the_programs_own(executor: Executor) -> None:
+    """The launcher's start-up and nsjail's set-up happen before the run and are not charged to it."""
+    idle = await run(executor, "python", "pass\n", limits=FAST)
+    assert idle.verdict == "AC"
+    busy = await run(
+        executor,
+        "python",
+        "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end:\n    pass\n",
+        limits=FAST,
+    )
+    assert busy.verdict == "AC"
+    assert idle.tests[0].cpu_time_ms < 150
+    assert 300 <= busy.tests[0].cpu_time_ms < 300 + 150
+
+
+async def test_time_and_memory_limits_still_hold(executor: Executor) -> None:
+    spin = await run(executor, "python", "while True:\n    pass\n", limits=FAST)
+    assert spin.verdict == "TLE"
+    hog = await run(executor, "python", "x = bytearray(512 << 20)\n", limits=FAST)
+    assert hog.verdict == "MLE"
+
+
+async def test_a_jail_killed_while_it_waits_is_replaced(executor: Executor) -> None:
+    await stdout_of(executor, "print(1)\n")
+    settle(executor)
+    waiting, _ = executor.sandbox.waiting_jails()
+    for pid in waiting:
+        os.kill(pid, signal.SIGKILL)
+    await asyncio.sleep(0.1)
+    outcome = await run(executor, "python", SUM_SOURCES["python"], stdin="2 2", expected="4")
+    assert outcome.verdict == "AC", outcome
+
+
+async def test_syntax_errors_are_decided_before_anything_runs(executor: Executor) -> None:
+    """CE comes from the launcher's compile, in the jail, before the program exists as a process; with the
+    compiler's message, and the run's side effects never happen."""
+    source = "import sys\nsys.stdout.write('ran')\ndef broken(:\n    pass\n"
+    outcome = await run(executor, "python", source, [TestCase(input="", expected="ran"), TestCase(input="")])
+    assert outcome.verdict == "CE"
+    assert outcome.compile_output.startswith('File "main.py", line 3') and "SyntaxError" in outcome.compile_output
+    assert outcome.tests == []
+    function = await run(
+        executor,
+        "python",
+        "def add(a, b:\n    return a + b\n",
+        [TestCase(input=[1, 2], expected=3)],
+        mode="function",
+        entry_point="add",
+    )
+    assert function.verdict == "CE" and "SyntaxError" in function.compile_output
+
+
+async def test_tracebacks_show_the_program_not_the_launcher(executor: Executor) -> None:
+    outcome = await run(executor, "python", "def f():\n    raise KeyError('k')\nf()\n", limits=FAST)
+    assert outcome.verdict == "RE"
+    stderr = outcome.tests[0].stderr
+    assert "launcher" not in stderr and 'File "/prog/main.py", line 3' in stderr and "KeyError: 'k'" in stderr
+
+
+async def test_closing_the_executor_ends_every_waiting_jail(tmp_path_factory: pytest.TempPathFactory) -> None:
+    other = make_executor(tmp_path_factory.mktemp("warm-close"), sandbox_uid=SANDBOX_UID + 1)
+    slots = other.builds_root.parent / "warm"
+    try:
+        assert (await run(other, "c", SUM_SOURCES["c"], stdin="1 2", expected="3")).verdict == "AC"
+        settle(other)
+        assert other.sandbox.waiting_jails()[0] and list(slots.iterdir())
+        other.close()
+        assert processes_of(SANDBOX_UID + 1) == []
+        assert list(slots.iterdir()) == []
+    finally:
+        dispose(other)
