@@ -20,7 +20,7 @@ import stat
 import threading
 import time
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
@@ -143,8 +143,8 @@ class JailProfile:
     readonly_mounts: tuple[str, ...] = ()
     devices: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/urandom")
     # Run in a pre-made jail (services/sandbox/warm.py) when the Sandbox has a warm pool: the launcher is
-    # mounted, nsjail's own clock is off (the jail waits for its run first; run() enforces the wall limit) and
-    # RLIMIT_CPU leaves room for the launcher's start-up and a SIGXCPU second, which it then sets (launcher.py).
+    # mounted, nsjail's own clock only backs up the host's (the jail waits for its run first; run() enforces the
+    # wall limit) and RLIMIT_CPU leaves room for the launcher's start-up and a SIGXCPU second (launcher.py).
     warm: bool = False
 
     def config(self, sandbox_uid: int) -> NsJailConfig:
@@ -178,7 +178,7 @@ class JailProfile:
             hostname=JAIL_HOSTNAME,
             cwd=JAIL_WORK_DIR,
             # Backstop only: run() enforces the wall limit to the millisecond; nsjail checks once a second.
-            time_limit=0 if self.warm else math.ceil(self.wall_time_s) + 1,
+            time_limit=warm.JAIL_LIFETIME_S if self.warm else math.ceil(self.wall_time_s) + 1,
             # Niceness would not change CPU time, only stretch wall time under host load into false TLEs.
             nice_level=0,
             log_fd=NSJAIL_LOG_FD,
@@ -607,6 +607,9 @@ class Sandbox:
         if (program_dir is None) == (program_files is None):
             raise ValueError("give exactly one of program_dir and program_files")
         launcher_argv, script = _launch_plan(argv)
+        if "--preload" not in launcher_argv:
+            # The launcher stays in the jail as the run's supervisor: one more process than a cold run has.
+            profile = replace(profile, processes=profile.processes + 1)
         kind = (profile, launcher_argv)
         request = {"argv": argv, "script": script, "check": check_syntax, "cpu_time_s": profile.cpu_time_s}
         stdin_fd = _sealed_memfd(stdin)
@@ -654,12 +657,19 @@ class Sandbox:
             peak_kb = self._release_prepared(jail)
         if peak_kb is not None:
             result.memory_kb = peak_kb
+        if reply is not None and reply.run_cpu_s is not None:
+            # The run's child ended and the launcher (PID 1, untouchable from inside) reaped every process of
+            # the run: its figures are the run's, precisely.
+            result.cpu_s = reply.run_cpu_s
+            result.exit_code, result.signal = reply.exit_code, reply.signal
+            return result
         result.cpu_s = max(0.0, result.cpu_s - setup_cpu_s)
-        if reply is not None:
-            result.cpu_s = max(0.0, result.cpu_s - reply.cpu_s)
+        if reply is not None and reply.launcher_cpu_s is not None:
+            result.cpu_s = max(0.0, result.cpu_s - reply.launcher_cpu_s)
+        elif reply is not None:
             result.syntax_error = reply.syntax_error
-        elif result.jail_error is None and not result.cancelled and not result.wall_timeout:
-            result.jail_error = "the pre-made jail's launcher ended without answering"
+        # No answer: the jail was stopped (a clock, an output flood, a cancel) or the launcher itself ended (an
+        # OOM kill while compiling): nsjail's log says how, as for a cold run.
         return result
 
     @staticmethod
@@ -729,11 +739,12 @@ class Sandbox:
             shutil.rmtree(slot, ignore_errors=True)
             raise
         finally:
+            # The jail's ends, now nsjail's: the socket through its object, the pipes by number (never a number
+            # closed already, which another thread may have been given since).
+            jail_side_pipes = [fd for fd in targets if fd != jail_end.fileno()]
             jail_end.close()
-            for fd in targets:
-                if fd != jail_end.fileno():
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
+            for fd in jail_side_pipes:
+                os.close(fd)
         return warm.PreparedJail(
             pid=pid,
             pidfd=pidfd,

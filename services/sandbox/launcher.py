@@ -11,23 +11,34 @@ fd 1, 2, 4:  the run's stdout, stderr (and result channel), created for this jai
 One jail serves exactly one run. The launcher waits for one message, the run:
     {"argv": [...], "script": k | null, "check": path | null, "cpu_time_s": t}  with the run's stdin as an fd
 and then:
-1. compiles `check` (the Python program): on a SyntaxError it answers {"cpu_s": c, "syntax_error": text} and exits,
-   running nothing: the compile error is decided before any of the candidate's code exists in a process;
-2. answers {"cpu_s": c}: the CPU time this process used before the run, which the host subtracts;
-3. sets RLIMIT_CPU to c + t (rounded up; t alone for a preloaded harness, which forks the candidate; SIGXCPU
-   there, SIGKILL a second later), puts the run's stdin on fd 0 (which closes the channel), and
-4. becomes the run: argv[script:] in this interpreter, as `python3 <flags> SCRIPT ARGS` would run it, or
-   execv(argv) for anything else (a compiled program, the JVM).
+1. The preloaded harness (function mode) runs in this process, as the jail's PID 1, as it would in a cold jail; it
+   forks the candidate itself. The launcher compiles `check` (the Python program) first: if it does not compile
+   (a SyntaxError, or the compiler giving up: too deep, out of memory) it answers {"syntax_error": text} and
+   exits, so the compile error is decided before any of the candidate's code exists in a process; else it
+   answers {"launcher_cpu_s": c}, the CPU time it used before the run, for the host to subtract.
+2. Anything else runs in a child: `python3 <flags> SCRIPT ARGS` in a fork of this interpreter, or execv(argv) (a
+   compiled program, the JVM). The child gets the run's stdin on fd 0, RLIMIT_CPU soft at t (rounded up: SIGXCPU)
+   and hard a second later (SIGKILL), and never holds the channel; it compiles `check` itself (so the compile is
+   charged to the run, as in a cold one) and tells the launcher on a pipe, before it runs anything of the
+   program's, whether that failed. The launcher stays PID 1 as the run's supervisor: non-dumpable (nothing in
+   the jail can read or write its memory), deaf to signals from the jail (PID 1 of a namespace gets none it has
+   no handler for, and SIGINT is ignored). When the child ends it kills whatever else is left in the jail, reaps
+   it all, and answers {"syntax_error": text} or {"exit_code": n | "signal": s, "run_cpu_s": x}: the child's
+   ending and the CPU time of every process of the run (precise, from getrusage), written when no process of
+   the run exists any more.
+If the host goes away (the channel reads EOF), the launcher ends the jail.
 
 Nothing in this process is secret: it has seen nothing but its own run's request, which is public to the run.
-If the host goes away before sending a run, the channel reads EOF and the jail ends.
 """
 
 import builtins
+import ctypes
+import io
 import json
 import math
 import os
 import resource
+import select
 import signal
 import socket
 import sys
@@ -37,6 +48,10 @@ from collections.abc import Callable
 
 CHANNEL_FD = 0
 MAX_MESSAGE = 1 << 20
+# A compiler message is capped (its head and tail kept): one quoting an 800 KB line must still fit a message.
+MAX_ERROR_HEAD = 24 * 1024
+MAX_ERROR_TAIL = 8 * 1024
+_PR_SET_DUMPABLE = 4
 
 # What a solution typically imports, loaded ahead of time like the interpreter itself (typing alone is several
 # milliseconds). They are standard-library modules only; a run sees them in sys.modules, as it would after
@@ -59,9 +74,17 @@ def _cpu_s() -> float:
     return times.user + times.system
 
 
+def _capped(text: str) -> str:
+    if len(text) <= MAX_ERROR_HEAD + MAX_ERROR_TAIL:
+        return text
+    omitted = len(text) - MAX_ERROR_HEAD - MAX_ERROR_TAIL
+    return text[:MAX_ERROR_HEAD] + f"\n... [{omitted} characters omitted] ...\n" + text[-MAX_ERROR_TAIL:]
+
+
 def _syntax_error(path: str) -> tuple[types.CodeType | None, str | None]:
     """(code, None) or (None, the compiler's message). The message names the file as `main.py`, as the
-    separate syntax check did; the code object keeps the full path for run-time tracebacks."""
+    separate syntax check did; the code object keeps the full path for run-time tracebacks. Whatever stops the
+    compiler (a SyntaxError, a NUL byte, nesting too deep for it, memory) is the program's compile error."""
     try:
         with open(path, "rb") as handle:
             source = handle.read()
@@ -69,10 +92,10 @@ def _syntax_error(path: str) -> tuple[types.CodeType | None, str | None]:
         return None, "cannot read the program: " + (exc.strerror or "error")
     try:
         return compile(source, path, "exec", dont_inherit=True), None
-    except (SyntaxError, ValueError) as exc:
+    except Exception as exc:
         if isinstance(exc, SyntaxError):
             exc.filename = path.rsplit("/", 1)[-1]
-        return None, "".join(traceback.format_exception_only(type(exc), exc))
+        return None, _capped("".join(traceback.format_exception_only(type(exc), exc)))
 
 
 def _without_launcher_frames(hook: Callable[..., object]) -> Callable[..., object]:
@@ -86,8 +109,24 @@ def _without_launcher_frames(hook: Callable[..., object]) -> Callable[..., objec
     return excepthook
 
 
-def _run_script(path: str, code: types.CodeType, argv: list[str]) -> None:
-    """Run `code` as the __main__ module of this interpreter, as `python3 path` would."""
+def _reply(channel: socket.socket, message: dict[str, object]) -> None:
+    channel.sendall(json.dumps(message).encode())
+
+
+def _fresh_stdin() -> None:
+    """sys.stdin as the interpreter makes it at start-up, on the new fd 0 (the one made at start-up read the
+    channel and remembered it as unseekable)."""
+    old = sys.stdin
+    raw = io.FileIO(0, "rb", closefd=False)
+    buffered = io.BufferedReader(raw)
+    encoding = old.encoding if old is not None else "utf-8"
+    errors = old.errors if old is not None else "strict"
+    sys.stdin = io.TextIOWrapper(buffered, encoding=encoding, errors=errors, newline="\n")
+    sys.__stdin__ = sys.stdin  # type: ignore[misc]
+
+
+def _main_module(path: str, argv: list[str]) -> types.ModuleType:
+    """A fresh __main__ module for the program, as `python3 path` would make it."""
     from importlib.machinery import SourceFileLoader
 
     main = types.ModuleType("__main__")
@@ -97,10 +136,76 @@ def _run_script(path: str, code: types.CodeType, argv: list[str]) -> None:
     sys.argv = list(argv)
     sys.modules["__main__"] = main
     sys.excepthook = _without_launcher_frames(sys.__excepthook__)
-    exec(code, main.__dict__)
+    # This module's frame (and exec()) sit under the program's: two more levels, so the program reaches the depth
+    # it would in a cold run (tests/executor/test_warm.py compares the two).
+    sys.setrecursionlimit(sys.getrecursionlimit() + 2)
+    return main
 
 
-def main() -> None:
+def _set_cpu_limit(seconds: int) -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    wanted_hard = seconds + 1 if hard == resource.RLIM_INFINITY else min(seconds + 1, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (min(seconds, wanted_hard), wanted_hard))
+
+
+def _supervise(channel: socket.socket, child: int, verdict_r: int) -> None:
+    """PID 1 while the run's child runs: learn whether the program compiled (the child says so on `verdict_r`
+    before it runs anything of the program's, then closes it), wait for the child (or for the host to go away),
+    end everything else in the jail, reap it all and answer how the run went."""
+    syntax_error = _read_all(verdict_r).decode("utf-8", "replace")
+    os.close(verdict_r)
+    pidfd = os.pidfd_open(child)
+    while True:
+        ready, _, _ = select.select([pidfd, channel.fileno()], [], [])
+        if pidfd in ready:
+            break
+        try:
+            if not channel.recv(1, socket.MSG_PEEK):
+                _end_jail()  # the host is gone: nobody will read this run's result
+        except OSError:
+            _end_jail()
+        channel.recv(MAX_MESSAGE)  # nothing else is expected; drop it
+    _, status = os.waitpid(child, 0)
+    _kill_the_rest()
+    if syntax_error:
+        _reply(channel, {"syntax_error": syntax_error})
+        os._exit(0)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    report: dict[str, object] = {"run_cpu_s": usage.ru_utime + usage.ru_stime}
+    if os.WIFSIGNALED(status):
+        report["signal"] = os.WTERMSIG(status)
+    else:
+        report["exit_code"] = os.WEXITSTATUS(status)
+    _reply(channel, report)
+    os._exit(0)
+
+
+def _kill_the_rest() -> None:
+    """SIGKILL every other process in the jail (PID 1 may signal them all) until none is left, reaping each."""
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            while os.waitpid(-1, 0):
+                pass
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(-1, 0)
+        except ProcessLookupError:
+            return
+
+
+def _end_jail() -> None:
+    _kill_the_rest()
+    os._exit(0)
+
+
+def main() -> tuple[str, types.CodeType, list[str]] | None:
+    """Wait for the run and start it. Returns (path, code, argv) in a child that is to run a Python program in
+    this interpreter (the caller runs it at module level, so as few frames as possible sit under it)."""
     compiled = _preload(sys.argv)
     channel = socket.socket(fileno=CHANNEL_FD)
     try:
@@ -112,42 +217,85 @@ def main() -> None:
     request = json.loads(data)
     argv = [str(arg) for arg in request["argv"]]
     script = request.get("script")
-    checked = None
-    if request.get("check"):
-        checked, error = _syntax_error(request["check"])
-        if error is not None:
-            channel.sendall(json.dumps({"cpu_s": _cpu_s(), "syntax_error": error}).encode())
-            os._exit(0)
-    cpu_s = _cpu_s()
-    channel.sendall(json.dumps({"cpu_s": cpu_s}).encode())
-    # This process's CPU clock already shows its start-up, and neither running in it nor execv resets it: the
-    # run gets its limit on top. A preloaded script (the function-mode harness) runs the candidate in a process
-    # it forks, whose clock starts at zero: it gets the limit as a cold jail would.
-    # The soft limit sends SIGXCPU, which ends a program (Python's default too) with a signal that can only mean
-    # the CPU limit: under heavy host load the kernel's tick-sampled CPU clock, which RLIMIT_CPU reads, can run
-    # ahead of the precise time wait4 reports, so a bare SIGKILL at the limit could pass for anything. The hard
-    # limit, a second later, stops a program that ignores SIGXCPU.
-    preloaded = script is not None and argv[script] in compiled
-    limit = max(1, math.ceil(float(request["cpu_time_s"]) + (0.0 if preloaded else cpu_s)))
-    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
-    channel.detach()
+    check = request.get("check") or None
+    cpu_limit = max(1, math.ceil(float(request["cpu_time_s"])))
+    path = argv[script] if script is not None else ""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if path in compiled:
+        # The function-mode harness: the jail's PID 1 and its trust boundary, exactly as in a cold jail. The CPU
+        # time used so far is not the run's; the compile check below is (a cold run compiles too).
+        launcher_cpu_s = _cpu_s()
+        if check is not None:
+            _, error = _syntax_error(check)
+            if error is not None:
+                _reply(channel, {"syntax_error": error})
+                os._exit(0)
+        _reply(channel, {"launcher_cpu_s": launcher_cpu_s})
+        _set_cpu_limit(cpu_limit)
+        channel.detach()
+        os.dup2(fds[0], 0)
+        os.close(fds[0])
+        return path, compiled[path], argv[script:]
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        os._exit(70)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    verdict_r, verdict_w = os.pipe()
+    child = os.fork()
+    if child != 0:
+        os.close(fds[0])
+        os.close(verdict_w)
+        _supervise(channel, child, verdict_r)
+    # The run's process: still ours until the program starts, and it closes everything of ours first.
+    channel.close()
+    os.close(verdict_r)
+    libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # the run's process is an ordinary one, as in a cold jail
     os.dup2(fds[0], 0)
     os.close(fds[0])
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _set_cpu_limit(cpu_limit)
+    code = None
+    if check is not None:
+        # Compiled here, in the run's process, so the compile is charged to the run, as in a cold one.
+        code, error = _syntax_error(check)
+        if error is not None:
+            _write_all(verdict_w, error.encode("utf-8", "surrogateescape"))
+            os._exit(0)
+    os.close(verdict_w)
     if script is None:
-        # A cold start would give the program default dispositions: Python ignores these two at start-up.
+        # A cold start gives the program default dispositions: Python ignores these two at start-up.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-        os.execv(argv[0], argv)
-    path = argv[script]
-    code = compiled.get(path)
-    if code is None:
-        code = checked if request.get("check") == path else None
-    if code is None:
+        try:
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    _fresh_stdin()
+    if code is None or check != path:
         with open(path, "rb") as handle:
             code = compile(handle.read(), path, "exec", dont_inherit=True)
-    del compiled, checked, request, data, fds, channel
-    _run_script(path, code, argv[script:])
+    return path, code, argv[script:]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
 
 
 if __name__ == "__main__":
-    main()
+    _run = main()
+    if _run is not None:
+        _path, _code, _argv = _run
+        del _run
+        _module = _main_module(_path, _argv)
+        del _path, _argv
+        exec(_code, _module.__dict__)

@@ -32,13 +32,19 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-# How many pre-made jails are kept per kind of run (profile and launcher), and for how many kinds. A kind not
-# used for IDLE_S is dropped; a pre-made jail older than MAX_AGE_S is replaced (it costs nothing while it waits,
+# How many pre-made jails are kept per kind of run (profile and launcher), and for how many kinds; in all, at
+# most twice as many as one kind gets, so requests with ever-new limits cannot fill the machine with waiting
+# jails. A kind not used for IDLE_S is dropped; a pre-made jail older than MAX_AGE_S is replaced (it costs
+# nothing while it waits,
 # but a long-lived jail would keep a stale toolchain mounted after an upgrade).
 DEFAULT_PER_KIND = 2
-MAX_KINDS = 6
+MAX_KINDS = 4
 IDLE_S = 300.0
 MAX_AGE_S = 600.0
+# nsjail's own clock for a pre-made jail: it may wait up to MAX_AGE_S, then run up to the wall limit (the host
+# enforces that one; this only ends a jail whose host died mid-run). The wall limit is at most 120 s.
+JAIL_LIFETIME_S = int(MAX_AGE_S) + 121
+STALE_SLOT_S = 2 * JAIL_LIFETIME_S
 MAX_REPLY = 1 << 20
 
 
@@ -67,8 +73,14 @@ class PreparedJail:
 
 @dataclass(frozen=True)
 class LaunchReply:
-    cpu_s: float
-    syntax_error: str | None
+    """What the launcher answered (services/sandbox/launcher.py): exactly one of a syntax error, the CPU time it
+    used before running the harness in its own process, or how the run's child ended and what the run cost."""
+
+    syntax_error: str | None = None
+    launcher_cpu_s: float | None = None
+    run_cpu_s: float | None = None
+    exit_code: int | None = None
+    signal: int | None = None
 
 
 class WarmPool:
@@ -200,7 +212,10 @@ class WarmPool:
                 self._discard(jail)
 
     def _wanted(self) -> Hashable | None:
-        for kind in self._last_used:
+        """The most recently used kind short of jails, while the pool is under its total cap."""
+        if sum(len(ready) for ready in self._ready.values()) >= 2 * self._per_kind:
+            return None
+        for kind in sorted(self._last_used, key=self._last_used.__getitem__, reverse=True):
             if len(self._ready.get(kind, ())) < self._per_kind:
                 return kind
         return None
@@ -222,7 +237,7 @@ def send_run(jail: PreparedJail, request: Mapping[str, object], stdin_fd: int) -
 
 def read_reply(jail: PreparedJail) -> LaunchReply | None:
     """The launcher's answer, read once the jail has ended (it is waiting in the socket by then), or None if it
-    ended without one (the jail failed to start, or was killed first)."""
+    ended without one (killed first, or it never started)."""
     jail.channel.setblocking(False)
     try:
         data = jail.channel.recv(MAX_REPLY)
@@ -232,11 +247,18 @@ def read_reply(jail: PreparedJail) -> LaunchReply | None:
         return None
     try:
         reply = json.loads(data)
-        cpu_s = float(reply["cpu_s"])
-        error = reply.get("syntax_error")
+        if not isinstance(reply, dict):
+            return None
+        if "syntax_error" in reply:
+            return LaunchReply(syntax_error=str(reply["syntax_error"]))
+        if "launcher_cpu_s" in reply:
+            return LaunchReply(launcher_cpu_s=max(0.0, float(reply["launcher_cpu_s"])))
+        run_cpu_s = max(0.0, float(reply["run_cpu_s"]))
+        if "signal" in reply:
+            return LaunchReply(run_cpu_s=run_cpu_s, signal=int(reply["signal"]))
+        return LaunchReply(run_cpu_s=run_cpu_s, exit_code=int(reply["exit_code"]))
     except (ValueError, KeyError, TypeError):
         return None
-    return LaunchReply(cpu_s=max(0.0, cpu_s), syntax_error=str(error) if error is not None else None)
 
 
 def link_program(source: Path, slot: Path) -> None:
@@ -269,21 +291,22 @@ def write_program(files: dict[str, bytes], slot: Path) -> None:
 
 
 def make_slot(root: Path) -> Path:
-    """A fresh, empty directory for one jail's /prog, named after this process (so a successor can tell a dead
-    process's leftovers) and a random token (so a run cannot count the runs before it)."""
-    slot = root / f"warm-{os.getpid()}-{secrets.token_hex(8)}"
+    """A fresh, empty directory for one jail's /prog. Its name is random only: the jail can read it in
+    /proc/self/mountinfo, so it says nothing (not this process's pid, nor how many runs came before)."""
+    slot = root / f"warm-{secrets.token_hex(16)}"
     slot.mkdir(mode=0o755)
     slot.chmod(0o755)
     return slot
 
 
 def remove_stale_slots(root: Path) -> None:
-    """Slots of processes that died with jails still waiting."""
+    """Slots no live jail can still use: nsjail ends every pre-made jail by MAX_AGE_S plus its run's wall limit
+    (JailProfile.config), and a live process touches a slot when its run comes; twice that is garbage."""
+    cutoff = time.time() - STALE_SLOT_S
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(root):
-            parts = entry.name.split("-")
-            if len(parts) == 3 and parts[0] == "warm" and parts[1].isdigit():
-                if not Path(f"/proc/{parts[1]}").exists():
+            with contextlib.suppress(OSError):
+                if entry.name.startswith("warm-") and entry.stat(follow_symlinks=False).st_mtime < cutoff:
                     shutil.rmtree(entry.path, ignore_errors=True)
 
 

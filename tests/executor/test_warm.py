@@ -87,7 +87,8 @@ async def test_a_background_process_does_not_outlive_its_run(executor: Executor)
     """
     look = """
         import os
-        others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+        # The launcher, the run's supervisor, is the jail's PID 1 (and the program's parent).
+        others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (os.getpid(), os.getppid())]
         print(others, os.path.exists("/tmp/alive"))
     """
     assert await leave_then_look(executor, leave, look) == "[] False\n"
@@ -234,3 +235,16 @@ async def test_closing_the_executor_ends_every_waiting_jail(tmp_path_factory: py
         assert list(slots.iterdir()) == []
     finally:
         dispose(other)
+
+
+async def test_the_pool_stays_small_whatever_limits_requests_carry(executor: Executor) -> None:
+    """Every distinct set of limits is a kind of jail; requests with ever-new limits must not make the pool keep
+    jails for each: at most twice one kind's share (2 x slots) wait in all."""
+    for step in range(8):
+        limits = Limits(cpu_time_s=1 + step / 100, wall_time_s=5, memory_mb=128, output_kb=64, processes=16)
+        assert (await run(executor, "python", "print(1)\n", expected="1", limits=limits)).verdict == "AC"
+    settle(executor)
+    waiting, cgroups = executor.sandbox.waiting_jails()
+    assert 1 <= len(waiting) <= 2 * 2 and len(cgroups) == len(waiting)
+    settle(executor)
+    assert processes_of(SANDBOX_UID, executor) == []
