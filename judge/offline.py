@@ -8,8 +8,10 @@ the attempt cannot be scored by it, which the caller records as a failed judgmen
 - `chrf`, `codebleu`, `edit_similarity`: the rule-based reference metrics of AXIOM IV-D1 (ChrF++, CodeBLEU and
   token edit similarity), computed on Pygments token streams with whitespace and comments discarded. The metrics
   themselves are the code-similarity library's (`services/codesim/`); these judges only map its raw values.
-- `lint`: static analysis only (pylint for Python, cppcheck for C and C++), each tool in its own nsjail jail
-  (`judge/tooljail.py`); the program is never run, and nothing the tool prints is kept as text.
+- `lint`: static analysis only (pylint for Python, cppcheck for C and C++), each tool in nsjail
+  (`judge/tooljail.py`); the program is never run, and nothing the tool prints is kept as text. pylint runs warm:
+  concurrent requests share a jail in which pylint is imported once and each file is linted by a forked child
+  (`PylintBatcher`, `judge/pylint_warm.py`), with exactly the result of a cold run (`lint(..., warm=False)`).
 
 The 0..5 score of a reference or lint method is `round(5 * raw)` with raw clamped into [0, 1]: IV-D1's min-max
 normalisation taken over the metric's theoretical range [0, 1]. IV-D1's *data-set* min-max (over the observed
@@ -19,12 +21,20 @@ minimum and maximum raw scores of one metric) needs every row at once, so report
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 import math
+import os
 import re
+import threading
+import time
+import weakref
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +58,14 @@ LINT_MAX_SOURCE_BYTES = 1 << 20
 # The jail has only /usr: Debian's pylint (package `pylint`) for the system interpreter, and Debian's cppcheck.
 LINT_PYTHON = "/usr/bin/python3"
 LINT_CPPCHECK = "/usr/bin/cppcheck"
+# Warm pylint (judge/pylint_warm.py): concurrent requests are linted in batches, one jail per batch, pylint imported
+# once per batch and one forked child per file. A batch closes at LINT_BATCH_FILES files or LINT_BATCH_BYTES of
+# source, or LINT_BATCH_LINGER_S after it could start (a runner free, a file waiting); its jail's stdout
+# (every file's report) may reach LINT_BATCH_OUTPUT_LIMIT, past which the files not yet reported are linted again.
+LINT_BATCH_FILES = 16
+LINT_BATCH_BYTES = 4 << 20
+LINT_BATCH_LINGER_S = 0.05
+LINT_BATCH_OUTPUT_LIMIT = 16 << 20
 # cppcheck lint quality: raw = max(0, 1 - 0.1 * (5 * errors + other findings)). Errors (out-of-bounds access,
 # undefined behaviour, leaks) weigh five times the rest, as in pylint's default evaluation.
 CPPCHECK_FINDINGS_FOR_ZERO = 10
@@ -309,9 +327,10 @@ sys.stdout.write("\\n" + report + "\\n")
 """
 _DRIVER_NO_PYLINT = 4
 _DRIVER_NO_MEMORY = 3
+_PYLINT_ARGS = (f"--rcfile={TOOL_FILES_DIR}/pylintrc", "--persistent=n", "--score=y")
 
 
-def lint(source: str, language: str, *, jail: ToolJail | None = None) -> OfflineScore:
+def lint(source: str, language: str, *, jail: ToolJail | None = None, warm: bool = True) -> OfflineScore:
     """Static lint quality in [0, 1]; the program is only read, never built or run.
 
     - python: pylint with its default checks; raw = pylint's 0..10 score / 10 (a syntax error scores 0).
@@ -322,8 +341,11 @@ def lint(source: str, language: str, *, jail: ToolJail | None = None) -> Offline
       (pylint's 5:1 ratio); so one out-of-bounds write scores 0.5 and ten style findings score 0.
     - java: no linter.
 
-    The tool runs in its own nsjail jail (`jail`): it sees the toolchain (/usr) and the one source file, nothing
-    else of the host; LINT_CPU_S of CPU, LINT_WALL_S of wall clock, LINT_MEMORY_MB, LINT_OUTPUT_LIMIT per stream.
+    The tool runs in nsjail (`jail`): it sees the toolchain (/usr) and the source, nothing else of the host;
+    LINT_CPU_S of CPU, LINT_WALL_S of wall clock, LINT_MEMORY_MB, LINT_OUTPUT_LIMIT per stream. With `warm` (the
+    default) pylint runs warm: the request joins a batch (`PylintBatcher`), linted by a forked child of a pylint
+    already imported, with the same limits and the same result as the cold run (`warm=False`: one jail and one
+    fresh interpreter for this file alone). Blocking: call from a worker thread (or use `lint_async`).
     Nothing the tool printed is copied as text: the result keeps message ids, types and line numbers, and a failure
     is one of a few fixed reasons ("lint: cppcheck gave no readable report", "lint: pylint timed out", ...).
 
@@ -331,6 +353,25 @@ def lint(source: str, language: str, *, jail: ToolJail | None = None) -> Offline
         OfflineUnavailable: java or another unsupported language, empty or oversized source, no jail, the tool is
             missing, times out, runs out of memory, crashes or reports a failure of its own.
     """
+    jail = _lint_jail(source, language, jail)
+    if language == Language.PYTHON:
+        if warm:
+            return pylint_batcher(jail).submit(source).result()
+        return _pylint(source, jail)
+    return _cppcheck(source, language, jail)
+
+
+async def lint_async(source: str, language: str, *, jail: ToolJail | None = None) -> OfflineScore:
+    """`lint` for an event loop: a Python attempt waits for its warm batch without holding a thread (so as many
+    attempts as the worker judges at once can share one batch); cppcheck runs in a worker thread."""
+    if language == Language.PYTHON:
+        checked = _lint_jail(source, language, jail)
+        return await asyncio.wrap_future(pylint_batcher(checked).submit(source))
+    return await asyncio.to_thread(lint, source, language, jail=jail)
+
+
+def _lint_jail(source: str, language: str, jail: ToolJail | None) -> ToolJail:
+    """The checks every lint request passes before any tool runs; returns the jail."""
     _check_language(language)
     if language == "java":
         raise OfflineUnavailable("lint: no linter for java")
@@ -341,9 +382,7 @@ def lint(source: str, language: str, *, jail: ToolJail | None = None) -> Offline
     if jail is None:
         # Never run a linter outside the jail: it reads untrusted source as whoever runs it.
         raise OfflineUnavailable("lint: no sandbox for the linter on this worker")
-    if language == Language.PYTHON:
-        return _pylint(source, jail)
-    return _cppcheck(source, language, jail)
+    return jail
 
 
 def _encode_source(source: str) -> bytes:
@@ -370,16 +409,31 @@ def _run_tool(jail: ToolJail, tool: str, argv: list[str], files: dict[str, bytes
     )
     if status == "IE":
         log.error("lint: the sandbox could not run %s: %s\n%s", tool, reason, result.nsjail_log)
-        raise OfflineUnavailable(f"lint: the sandbox could not run {tool}")
+        raise OfflineUnavailable(_tool_failure(tool, "sandbox"))
     if status == "OLE":
-        raise OfflineUnavailable(f"lint: {tool} output passed the limit ({LINT_OUTPUT_LIMIT >> 20} MiB)")
+        raise OfflineUnavailable(_tool_failure(tool, "output"))
     if status == "TLE":
-        raise OfflineUnavailable(f"lint: {tool} timed out ({LINT_CPU_S:g} s CPU, {LINT_WALL_S:g} s wall)")
+        raise OfflineUnavailable(_tool_failure(tool, "timeout"))
     if status == "MLE":
-        raise OfflineUnavailable(f"lint: {tool} ran out of memory ({LINT_MEMORY_MB} MiB)")
+        raise OfflineUnavailable(_tool_failure(tool, "memory"))
     if result.signal is not None:
-        raise OfflineUnavailable(f"lint: {tool} was killed by {signal_name(result.signal)}")
+        raise OfflineUnavailable(_tool_failure(tool, "signal", result.signal))
     return result
+
+
+def _tool_failure(tool: str, kind: str, signum: int | None = None) -> str:
+    """The fixed reason for a tool run stopped by a limit (cold and warm runs word it alike)."""
+    if kind == "sandbox":
+        return f"lint: the sandbox could not run {tool}"
+    if kind == "output":
+        return f"lint: {tool} output passed the limit ({LINT_OUTPUT_LIMIT >> 20} MiB)"
+    if kind == "timeout":
+        return f"lint: {tool} timed out ({LINT_CPU_S:g} s CPU, {LINT_WALL_S:g} s wall)"
+    if kind == "memory":
+        return f"lint: {tool} ran out of memory ({LINT_MEMORY_MB} MiB)"
+    if kind == "signal" and signum is not None:
+        return f"lint: {tool} was killed by {signal_name(signum)}"
+    raise ValueError(f"unknown tool failure {kind!r}")
 
 
 def _message_id(value: object) -> str | None:
@@ -405,11 +459,17 @@ def _neutralise_pylint_pragmas(source: str) -> tuple[str, int]:
 
 
 def _pylint(source: str, jail: ToolJail) -> OfflineScore:
+    """The cold path: one jail, one fresh interpreter importing pylint, this file alone."""
     if not Path(LINT_PYTHON).is_file():
         raise OfflineUnavailable("lint: pylint is not installed")
     linted, pragmas = _neutralise_pylint_pragmas(source)
+    return _pylint_result(*_pylint_cold_run(_encode_source(linted), jail), pragmas)
+
+
+def _pylint_cold_run(linted: bytes, jail: ToolJail) -> tuple[int | None, bytes]:
+    """(exit status, stdout) of the cold driver on one (neutralised) file; a run stopped by a limit raises."""
     files = {
-        "solution.py": _encode_source(linted),
+        "solution.py": linted,
         # An explicit empty rcfile: no pylintrc (a PYLINTRC variable, ~/.pylintrc, pyproject.toml) applies.
         "pylintrc": b"",
     }
@@ -419,19 +479,22 @@ def _pylint(source: str, jail: ToolJail) -> OfflineScore:
         "-B",
         "-c",
         _PYLINT_DRIVER,
-        f"--rcfile={TOOL_FILES_DIR}/pylintrc",
-        "--persistent=n",
-        "--score=y",
+        *_PYLINT_ARGS,
         f"{TOOL_FILES_DIR}/solution.py",
     ]
     result = _run_tool(jail, "pylint", argv, files)
-    if result.exit_code == _DRIVER_NO_PYLINT:
+    return result.exit_code, result.stdout
+
+
+def _pylint_result(exit_code: int | None, stdout: bytes, pragmas: int) -> OfflineScore:
+    """The score from the driver's exit status and stdout (a cold run's or a warm child's, read alike)."""
+    if exit_code == _DRIVER_NO_PYLINT:
         raise OfflineUnavailable("lint: pylint is not installed")
-    if result.exit_code == _DRIVER_NO_MEMORY:
+    if exit_code == _DRIVER_NO_MEMORY:
         raise OfflineUnavailable(f"lint: pylint ran out of memory ({LINT_MEMORY_MB} MiB)")
-    if result.exit_code != 0:
-        raise OfflineUnavailable(f"lint: pylint failed (exit {result.exit_code})")
-    status, value, messages = _pylint_report(result.stdout)
+    if exit_code != 0:
+        raise OfflineUnavailable(f"lint: pylint failed (exit {exit_code})")
+    status, value, messages = _pylint_report(stdout)
     # Exit status bits: 1 fatal, 2 error, 4 warning, 8 refactor, 16 convention, 32 usage error. Messages of
     # classes 2..16 are findings (the score accounts for them); 1 and 32 mean pylint itself did not do its job.
     if status & 32:
@@ -482,6 +545,297 @@ def _pylint_report(stdout: bytes) -> tuple[int, float | None, list[tuple[str, st
         if symbol is not None and isinstance(kind, str) and kind in _PYLINT_TYPES:
             messages.append((symbol, kind, _line_number(item[2])))
     return status, score, messages
+
+
+# --- lint: warm pylint batches -----------------------------------------------------------------------------------
+
+_WARM_OUTCOMES = frozenset({"exit", "signal", "timeout", "memory", "output"})
+
+
+@dataclass(frozen=True)
+class _WarmRecord:
+    """What the warm supervisor reported for one file: how its child ended and, for "exit", its whole stdout."""
+
+    outcome: str
+    code: int | None
+    signum: int | None
+    stdout: bytes
+
+
+@functools.cache
+def _pylint_warm_script() -> str:
+    return (Path(__file__).parent / "pylint_warm.py").read_text(encoding="utf-8")
+
+
+def _pylint_warm_run(
+    jail: ToolJail, sources: list[bytes], *, driver: str | None = None
+) -> tuple[bool, list[_WarmRecord]]:
+    """Lint `sources` (neutralised, encoded) in one jail with judge/pylint_warm.py; returns whether its supervisor
+    got ready (pylint imported and warm) and the records of the files it finished, in order: a prefix of
+    `sources`, all of them unless the jail was stopped (a limit of the whole batch, or the sandbox failed).
+
+    The jail is the cold run's (LINT_MEMORY_MB, the same mounts) with room for every file's own limits: CPU and
+    wall clock of LINT_CPU_S and LINT_WALL_S per file plus one more for the supervisor's start."""
+    count = len(sources)
+    manifest = {
+        # The cold run's driver, run by each child as the cold run's interpreter runs it.
+        "driver": _PYLINT_DRIVER if driver is None else driver,
+        "args": list(_PYLINT_ARGS),
+        "files": [{"key": index, "size": len(source)} for index, source in enumerate(sources)],
+        "cpu_s": LINT_CPU_S,
+        "wall_s": LINT_WALL_S,
+        "memory_mb": LINT_MEMORY_MB,
+        "output_limit": LINT_OUTPUT_LIMIT,
+    }
+    # The sources travel on stdin, which the supervisor reads and closes: no file of the jail holds another
+    # attempt's source while a child lints (it sees its own file alone in /box, and the empty pylintrc).
+    stdin = json.dumps(manifest).encode() + b"\n" + b"".join(sources)
+    argv = [LINT_PYTHON, "-I", "-B", "-c", _pylint_warm_script()]
+    result = jail.run(
+        argv,
+        {"pylintrc": b""},
+        cpu_time_s=LINT_CPU_S * (count + 1),
+        wall_time_s=LINT_WALL_S * (count + 1),
+        memory_mb=LINT_MEMORY_MB,
+        output_limit=LINT_BATCH_OUTPUT_LIMIT,
+        stdin=stdin,
+    )
+    if result.jail_error:
+        log.error("lint: the sandbox could not run a pylint batch: %s\n%s", result.jail_error, result.nsjail_log)
+    return _warm_records(result.stdout, count)
+
+
+def _warm_records(stdout: bytes, count: int) -> tuple[bool, list[_WarmRecord]]:
+    """Parse the supervisor's stdout (judge/pylint_warm.py): `ready`, then per file a JSON header line and the
+    child's stdout. Every field is checked; reading stops at the first record that is not exactly as expected
+    (e.g. cut short when the jail was stopped), and the files from there on have no record."""
+    if not stdout.startswith(b"ready\n"):
+        return False, []
+    records: list[_WarmRecord] = []
+    position = len(b"ready\n")
+    while len(records) < count:
+        end = stdout.find(b"\n", position, position + 4096)
+        if end < 0:
+            break
+        try:
+            header = json.loads(stdout[position:end])
+        except ValueError:
+            break
+        if not isinstance(header, dict) or header.get("key") != len(records):
+            break
+        outcome, code, signum, length = (header.get(k) for k in ("outcome", "code", "signal", "stdout"))
+        if outcome not in _WARM_OUTCOMES or not all(_small_int(v) for v in (code, signum, length)):
+            break
+        if outcome == "exit" and code is None or outcome == "signal" and signum is None:
+            break
+        if length is None or length > LINT_OUTPUT_LIMIT or end + 1 + length > len(stdout):
+            break
+        records.append(_WarmRecord(outcome, code, signum, stdout[end + 1 : end + 1 + length]))
+        position = end + 1 + length
+    return True, records
+
+
+def _small_int(value: object) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31)
+
+
+def _pylint_from_record(record: _WarmRecord, pragmas: int) -> OfflineScore:
+    if record.outcome == "exit":
+        return _pylint_result(record.code, record.stdout, pragmas)
+    raise OfflineUnavailable(_tool_failure("pylint", record.outcome, record.signum))
+
+
+@dataclass(eq=False)
+class _LintRequest:
+    linted: bytes
+    pragmas: int
+    future: Future[OfflineScore]
+    queued: float
+
+    def settle(self, compute: Callable[[], OfflineScore]) -> None:
+        """Resolve the caller's future with compute()'s score or exception (once; later calls are ignored)."""
+        if self.future.done():
+            return
+        try:
+            score = compute()
+        except Exception as exc:  # noqa: BLE001 - handed to the caller, who records it
+            self.future.set_exception(exc)
+        else:
+            self.future.set_result(score)
+
+
+def _lint_warm_batch(jail: ToolJail, requests: list[_LintRequest]) -> None:
+    """Settle every request of a batch, each with exactly the result its file gets alone.
+
+    A file the warm supervisor finished gets its child's result. If the jail stopped mid-batch, the file it was on
+    is linted again cold (its own run: a file that brings a batch down gets the cold run's failure, and only it
+    pays for the cold run) and the rest form a new warm batch. If the supervisor never got ready (pylint missing,
+    too little memory or time to import it, the sandbox failing), every file is linted cold: each then gets
+    exactly the cold run's failure."""
+    remaining = requests
+    try:
+        while remaining:
+            ready, records = _pylint_warm_run(jail, [request.linted for request in remaining])
+            for request, record in zip(remaining, records, strict=False):
+                request.settle(functools.partial(_pylint_from_record, record, request.pragmas))
+            unfinished = remaining[len(records) :]
+            if not unfinished:
+                return
+            if not ready:
+                log.warning("lint: the warm pylint supervisor did not start; %d files linted cold", len(unfinished))
+                for request in unfinished:
+                    request.settle(functools.partial(_pylint_cold, request, jail))
+                return
+            unfinished[0].settle(functools.partial(_pylint_cold, unfinished[0], jail))
+            remaining = unfinished[1:]
+    except BaseException as exc:
+        for request in remaining:
+            if not request.future.done():
+                request.future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("lint batch stopped"))
+        if not isinstance(exc, Exception):
+            raise
+        log.exception("lint: a pylint batch failed")
+
+
+def _pylint_cold(request: _LintRequest, jail: ToolJail) -> OfflineScore:
+    return _pylint_result(*_pylint_cold_run(request.linted, jail), request.pragmas)
+
+
+class PylintBatcher:
+    """Coalesces concurrent pylint requests on one ToolJail into warm batches. Thread-safe.
+
+    `submit` queues a file and returns a future; a dispatcher thread waits for one of `runners` to be free (all
+    the while more requests queue), then closes a batch when `max_files` files or `max_bytes` of source wait, or
+    `linger_s` after it could start, and starts it. Each future gets its own file's result.
+    The dispatcher ends after a few idle seconds and starts again with the next request.
+    """
+
+    IDLE_S = 10.0
+
+    def __init__(
+        self,
+        jail: ToolJail,
+        *,
+        max_files: int = LINT_BATCH_FILES,
+        max_bytes: int = LINT_BATCH_BYTES,
+        linger_s: float = LINT_BATCH_LINGER_S,
+        runners: int | None = None,
+    ) -> None:
+        self.jail = jail
+        self.max_files = max(1, max_files)
+        self.max_bytes = max_bytes
+        self.linger_s = linger_s
+        # One batch per core keeps batches large (the supervisor's start is the cost a batch shares).
+        self.runners = max(1, runners or min(jail.slots, os.cpu_count() or 1))
+        self._free = threading.Semaphore(self.runners)
+        self._cond = threading.Condition()
+        self._pending: list[_LintRequest] = []
+        self._pending_bytes = 0
+        self._dispatcher: threading.Thread | None = None
+        self.batches = 0  # batches started (for tests and benchmarks)
+
+    def submit(self, source: str) -> Future[OfflineScore]:
+        """Queue a Python source (checked by the caller: not empty, not too large) for pylint."""
+        future: Future[OfflineScore] = Future()
+        if not Path(LINT_PYTHON).is_file():
+            future.set_exception(OfflineUnavailable("lint: pylint is not installed"))
+            return future
+        linted, pragmas = _neutralise_pylint_pragmas(source)
+        request = _LintRequest(_encode_source(linted), pragmas, future, time.monotonic())
+        with self._cond:
+            if self._dispatcher is None:
+                dispatcher = threading.Thread(target=self._dispatch, name="pylint-batcher", daemon=True)
+                dispatcher.start()  # it waits for this lock; if it cannot start, nothing was queued
+                self._dispatcher = dispatcher
+            self._pending.append(request)
+            self._pending_bytes += len(request.linted)
+            self._cond.notify()
+        return future
+
+    def _full(self) -> bool:
+        return len(self._pending) >= self.max_files or self._pending_bytes >= self.max_bytes
+
+    def _dispatch(self) -> None:
+        try:
+            while self._dispatch_one():
+                pass
+        except BaseException as exc:  # never leave a caller waiting on a dispatcher that is gone
+            log.exception("lint: the pylint batcher stopped")
+            with self._cond:
+                failed, self._pending, self._pending_bytes = self._pending, [], 0
+                self._dispatcher = None
+            for request in failed:
+                if request.future.set_running_or_notify_cancel():
+                    request.future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("stopped"))
+            if not isinstance(exc, Exception):
+                raise
+
+    def _dispatch_one(self) -> bool:
+        """Start one batch; False once idle for IDLE_S (the dispatcher then ends)."""
+        with self._cond:
+            idle_until = time.monotonic() + self.IDLE_S
+            while not self._pending:
+                left = idle_until - time.monotonic()
+                if left <= 0:
+                    self._dispatcher = None
+                    return False
+                self._cond.wait(left)
+        self._free.acquire()  # requests arriving meanwhile join this batch
+        batch: list[_LintRequest] = []
+        try:
+            # Linger from when the batch could start: callers whose files a batch just finished come back with
+            # their next files within milliseconds, and join this batch rather than wait for the next.
+            free_at = time.monotonic()
+            with self._cond:
+                close_at = max(free_at, self._pending[0].queued if self._pending else free_at) + self.linger_s
+                while not self._full() and (left := close_at - time.monotonic()) > 0:
+                    self._cond.wait(left)
+                batch = self._take()
+            if not batch:
+                self._free.release()
+                return True
+            threading.Thread(target=self._run, args=(batch,), name="pylint-batch", daemon=True).start()
+        except BaseException as exc:
+            self._free.release()
+            for request in batch:
+                request.future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("stopped"))
+            raise
+        self.batches += 1
+        return True
+
+    def _take(self) -> list[_LintRequest]:
+        batch: list[_LintRequest] = []
+        size = 0
+        while self._pending and len(batch) < self.max_files:
+            request = self._pending[0]
+            if batch and size + len(request.linted) > self.max_bytes:
+                break
+            self._pending.pop(0)
+            self._pending_bytes -= len(request.linted)
+            # A caller that gave up (a cancelled task) is not linted.
+            if request.future.set_running_or_notify_cancel():
+                batch.append(request)
+                size += len(request.linted)
+        return batch
+
+    def _run(self, batch: list[_LintRequest]) -> None:
+        try:
+            _lint_warm_batch(self.jail, batch)
+        finally:
+            self._free.release()
+
+
+_BATCHERS: weakref.WeakKeyDictionary[ToolJail, PylintBatcher] = weakref.WeakKeyDictionary()
+_BATCHERS_LOCK = threading.Lock()
+
+
+def pylint_batcher(jail: ToolJail) -> PylintBatcher:
+    """The batcher of this jail (one per jail, made on first use), shared by every caller of `lint`."""
+    with _BATCHERS_LOCK:
+        batcher = _BATCHERS.get(jail)
+        if batcher is None:
+            batcher = _BATCHERS[jail] = PylintBatcher(jail)
+        return batcher
 
 
 def _cppcheck(source: str, language: str, jail: ToolJail) -> OfflineScore:
@@ -592,3 +946,31 @@ def score_offline(
     if not isinstance(reference_source, str):
         raise OfflineUnavailable(f"the {language} reference solution has no source_code")
     return by_reference[OfflineMethod(method)](source, reference_source, language)
+
+
+async def score_offline_async(
+    method: str,
+    *,
+    source: str,
+    language: str,
+    references: list[dict[str, str]],
+    execution_tests: list[dict[str, Any]],
+    compile_error: bool = False,
+    public_total: int | None = None,
+    lint_jail: ToolJail | None = None,
+) -> OfflineScore:
+    """`score_offline` for an event loop: `lint` waits for its warm batch (`lint_async`) without holding a
+    thread; the other methods run in a worker thread. Same results, same exceptions."""
+    if method == OfflineMethod.LINT:
+        return await lint_async(source, language, jail=lint_jail)
+    return await asyncio.to_thread(
+        score_offline,
+        method,
+        source=source,
+        language=language,
+        references=references,
+        execution_tests=execution_tests,
+        compile_error=compile_error,
+        public_total=public_total,
+        lint_jail=lint_jail,
+    )

@@ -55,7 +55,8 @@ class ToolJail:
         with contextlib.suppress(FileExistsError):
             self.files_root.mkdir(mode=0o711)
         self.files_root.chmod(0o711)
-        self._slots = threading.BoundedSemaphore(max(1, slots or os.cpu_count() or 1))
+        self.slots = max(1, slots or os.cpu_count() or 1)
+        self._slots = threading.BoundedSemaphore(self.slots)
         self._remove_stale()
 
     def run(
@@ -67,10 +68,12 @@ class ToolJail:
         wall_time_s: float,
         memory_mb: int,
         output_limit: int,
+        stdin: bytes = b"",
     ) -> RunResult:
         """Write `files` (plain names) into a fresh folder, bind it read-only at TOOL_FILES_DIR and run argv there
-        (cwd: the jail's tmpfs /box). Blocking: call from a worker thread. Each of stdout and stderr is kept whole
-        up to `output_limit` bytes; past it the jail is killed and the result says so."""
+        (cwd: the jail's tmpfs /box), `stdin` on its standard input. Blocking: call from a worker thread. Each of
+        stdout and stderr is kept whole up to `output_limit` bytes; past it the jail is killed and the result
+        says so."""
         profile = JailProfile(
             cpu_time_s=cpu_time_s,
             wall_time_s=wall_time_s,
@@ -89,6 +92,7 @@ class ToolJail:
                     profile,
                     argv,
                     program_dir=folder,
+                    stdin=stdin,
                     stdout_limit=output_limit,
                     stderr_limit=output_limit,
                     stdout_keep=output_limit,

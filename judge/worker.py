@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from judge.offline import OfflineUnavailable, score_offline
+from judge.offline import OfflineUnavailable, score_offline_async
 from judge.request import BudgetExceeded, JudgeInput, LogEntry, build_messages, condition_context
 from judge.rubrics import RUBRICS
 from judge.runner import LLMRunner
@@ -82,8 +82,7 @@ async def _offline_outcome(
     started = time.perf_counter()
     public_total = sum(1 for test in problem.tests if test.get("public"))
     try:
-        score = await asyncio.to_thread(
-            score_offline,
+        score = await score_offline_async(
             judge.method,
             source=attempt.source_code,
             language=attempt.language,
