@@ -6,10 +6,17 @@ import asyncio
 import json
 import logging
 import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from executor.run import Executor
 from services.kernel import attempts, jobs, queue, telemetry, worker
+from services.kernel.batching import Coalescer
 from services.kernel.contracts import (
     LIVE_JOB_STATUSES,
     Checker,
@@ -21,7 +28,7 @@ from services.kernel.contracts import (
     TestCase,
     Verdict,
 )
-from services.kernel.db import session_scope, upsert
+from services.kernel.db import session_scope, upsert, upsert_many
 from services.kernel.models import Execution, Job, Problem, utcnow
 from services.kernel.registry import LANGUAGES_KEY, Task
 from services.kernel.settings import get_settings
@@ -56,65 +63,188 @@ def stored_tests(outcome: ExecutionResult) -> list[dict[str, Any]]:
     return [{**test.model_dump(mode="json"), "time_ms": test.cpu_time_ms} for test in outcome.tests]
 
 
-@queue.task(Task.EXECUTE_ATTEMPT)
-async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
-    """The execute stage of an attempt: run it against its problem's tests and store the verdict, once."""
+@dataclass(frozen=True)
+class ProblemSpec:
+    """What running an attempt needs of its problem, parsed once (problems never change once stored)."""
+
+    tests: list[TestCase]
+    mode: Mode
+    entry_point: str | None
+    checker: Checker
+    limits: Limits
+
+    @classmethod
+    def of(cls, problem: Problem) -> ProblemSpec:
+        return cls(
+            tests=_tests(problem.tests),
+            mode=Mode(problem.mode),
+            entry_point=problem.entry_point,
+            checker=Checker.model_validate(problem.checker),
+            limits=Limits.model_validate(problem.limits),
+        )
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A claimed attempt, as its execution needs it."""
+
+    tenant: str
+    language: str
+    source_code: str
+    problem: ProblemSpec
+
+
+@dataclass(frozen=True)
+class Finished:
+    """An attempt's verdict (`values`, stored on the attempt) and its Execution row, to store once."""
+
+    attempt_id: str
+    values: dict[str, Any]
+    execution: dict[str, Any]
+
+
+_PROBLEM_CACHE_SIZE = 1024
+_problems: OrderedDict[int, ProblemSpec] = OrderedDict()
+
+
+async def _problem_specs(session: AsyncSession, keys: set[int]) -> dict[int, ProblemSpec]:
+    """The problems `keys` (primary keys), from this process's cache or read in one statement."""
+    missing = sorted(key for key in keys if key not in _problems)
+    if missing:
+        for problem in await session.scalars(select(Problem).where(Problem.id.in_(missing))):
+            _problems[problem.id] = ProblemSpec.of(problem)
+    found = {}
+    for key in keys:
+        if key in _problems:
+            _problems.move_to_end(key)
+            found[key] = _problems[key]
+    while len(_problems) > _PROBLEM_CACHE_SIZE:
+        _problems.popitem(last=False)
+    return found
+
+
+async def claim_batch(attempt_ids: Sequence[str]) -> list[Claimed | None]:
+    """Claim the execute stage of several attempts in one transaction (attempts.claim_many)."""
+    async with session_scope() as session:
+        claimed = await attempts.claim_many(session, attempt_ids, Stage.EXECUTE)
+        problems = await _problem_specs(session, {a.problem_pk for a in claimed if a is not None})
+    return [
+        None if a is None else Claimed(a.tenant, a.language, a.source_code, problems[a.problem_pk]) for a in claimed
+    ]
+
+
+async def claim_one(attempt_id: str) -> Claimed | None:
+    """Claim the execute stage of one attempt in its own transaction (attempts.claim)."""
     async with session_scope() as session:
         attempt = await attempts.claim(session, attempt_id, Stage.EXECUTE)
         if attempt is None:
-            return  # past this stage (a duplicate or a retry after the write), ended, or cancelled
-        problem = await session.get(Problem, attempt.problem_pk)
-        assert problem is not None
-        tenant, language, source_code = attempt.tenant, attempt.language, attempt.source_code
-        tests, mode, entry_point = _tests(problem.tests), Mode(problem.mode), problem.entry_point
-        checker, limits = Checker.model_validate(problem.checker), Limits.model_validate(problem.limits)
+            return None
+        problems = await _problem_specs(session, {attempt.problem_pk})
+        return Claimed(attempt.tenant, attempt.language, attempt.source_code, problems[attempt.problem_pk])
+
+
+_EXECUTION_KEYS = ["attempt_id", "run"]
+
+
+async def finish_batch(results: Sequence[Finished]) -> list[tuple[bool, Stage | None]]:
+    """Store several verdicts in one transaction (attempts.finish_many): each attempt moves first, and its
+    Execution row is written only if this write moved it, so a duplicate that lost cannot overwrite the tests
+    behind the verdict."""
+    async with session_scope() as session:
+        outcomes = await attempts.finish_many(session, Stage.EXECUTE, [(r.attempt_id, r.values) for r in results])
+        rows = [r.execution for r, (moved, _) in zip(results, outcomes, strict=True) if moved]
+        await upsert_many(session, Execution.__table__, rows, keys=_EXECUTION_KEYS)
+    return outcomes
+
+
+async def finish_one(result: Finished) -> tuple[bool, Stage | None]:
+    """Store one verdict in its own transaction (attempts.finish_stage), as finish_batch does."""
+    async with session_scope() as session:
+        moved, following = await attempts.finish_stage(session, result.attempt_id, Stage.EXECUTE, **result.values)
+        if moved:
+            await upsert(session, Execution.__table__, result.execution, keys=_EXECUTION_KEYS)
+    return moved, following
+
+
+@dataclass
+class Pipeline:
+    """The executor process's claim and result coalescers (services/kernel/batching.py)."""
+
+    claims: Coalescer[str, Claimed | None]
+    results: Coalescer[Finished, tuple[bool, Stage | None]]
+
+    @classmethod
+    def from_settings(cls) -> Pipeline:
+        settings = get_settings()
+        size, window = settings.executor_batch_max, settings.executor_batch_window_ms / 1000
+        # One batch at a time, claims or results: SQLite has one writer, and this process's own transactions
+        # would otherwise wait for each other in SQLite's busy handler (sleeps of up to 100 ms).
+        writes = asyncio.Lock()
+        return cls(
+            claims=Coalescer(claim_batch, claim_one, max_size=size, window_s=window, name="claims", lock=writes),
+            results=Coalescer(finish_batch, finish_one, max_size=size, window_s=window, name="results", lock=writes),
+        )
+
+
+def _pipeline(ctx: dict[str, Any]) -> Pipeline:
+    if "pipeline" not in ctx:
+        ctx["pipeline"] = Pipeline.from_settings()
+    pipeline: Pipeline = ctx["pipeline"]
+    return pipeline
+
+
+@queue.task(Task.EXECUTE_ATTEMPT)
+async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
+    """The execute stage of an attempt: run it against its problem's tests and store the verdict, once. The
+    claims and results of concurrent tasks share transactions (Pipeline)."""
+    pipeline = _pipeline(ctx)
+    claimed = await pipeline.claims.submit(attempt_id)
+    if claimed is None:
+        return  # past this stage (a duplicate or a retry after the write), ended, or cancelled
+    problem = claimed.problem
     executor: Executor = ctx["executor"]
     started = time.perf_counter()
     try:
         outcome = await executor.execute(
-            tenant=tenant,
-            language=language,
-            source_code=source_code,
-            tests=tests,
-            mode=mode,
-            entry_point=entry_point,
-            checker=checker,
-            limits=limits,
+            tenant=claimed.tenant,
+            language=claimed.language,
+            source_code=claimed.source_code,
+            tests=problem.tests,
+            mode=problem.mode,
+            entry_point=problem.entry_point,
+            checker=problem.checker,
+            limits=problem.limits,
         )
     except Exception as exc:
         if not _is_last_try(ctx):
             raise
         log.exception("attempt %s failed on its last try", attempt_id)
-        outcome = _internal_error(exc, len(tests))
+        outcome = _internal_error(exc, len(problem.tests))
     duration_ms = int((time.perf_counter() - started) * 1000)
-    async with session_scope() as session:
-        # The attempt moves first, and the execution is written only by the write that moved it, in the same
-        # transaction: a duplicate delivery that lost the race cannot overwrite the tests behind the verdict.
-        moved, following = await attempts.finish_stage(
-            session, attempt_id, Stage.EXECUTE, verdict=outcome.verdict, passed=outcome.passed, total=outcome.total
+    # The attempt moves first, and the execution is written only by the write that moved it, in the same
+    # transaction: a duplicate delivery that lost the race cannot overwrite the tests behind the verdict.
+    moved, following = await pipeline.results.submit(
+        Finished(
+            attempt_id=attempt_id,
+            values={"verdict": outcome.verdict, "passed": outcome.passed, "total": outcome.total},
+            execution={
+                "attempt_id": attempt_id,
+                "run": 0,
+                "verdict": outcome.verdict,
+                "passed": outcome.passed,
+                "total": outcome.total,
+                "compile_output": outcome.compile_output,
+                "tests": stored_tests(outcome),
+                "toolchain": outcome.toolchain,
+                "build_cached": outcome.build_cached,
+                "duration_ms": duration_ms,
+                "created_at": utcnow(),
+            },
         )
-        if moved:
-            await upsert(
-                session,
-                Execution.__table__,
-                {
-                    "attempt_id": attempt_id,
-                    "run": 0,
-                    "verdict": outcome.verdict,
-                    "passed": outcome.passed,
-                    "total": outcome.total,
-                    "compile_output": outcome.compile_output,
-                    "tests": stored_tests(outcome),
-                    "toolchain": outcome.toolchain,
-                    "build_cached": outcome.build_cached,
-                    "duration_ms": duration_ms,
-                    "created_at": utcnow(),
-                },
-                keys=["attempt_id", "run"],
-            )
+    )
     if following is not None:
         await attempts.enqueue_stage(attempt_id, following)
-    _record_telemetry(language, outcome)
+    _record_telemetry(claimed.language, outcome)
 
 
 def _direct_result(outcome: ExecutionResult) -> dict[str, Any]:
@@ -175,10 +305,23 @@ async def _startup(ctx: dict[str, Any]) -> None:
         sandbox_uid=settings.sandbox_uid,
     )
     ctx["executor"] = executor
+    ctx["pipeline"] = Pipeline.from_settings()
     languages = await asyncio.to_thread(executor.languages)
     await ctx["redis"].set(LANGUAGES_KEY, json.dumps(languages))
 
 
+async def _shutdown(ctx: dict[str, Any]) -> None:
+    # Ends the pre-made jails that wait for a run now, and removes their cgroups and folders (a worker that dies
+    # instead leaves them to its successor: their launchers end when this process's channels close).
+    executor: Executor | None = ctx.get("executor")
+    if executor is not None:
+        await asyncio.to_thread(executor.close)
+
+
 def run_worker() -> None:
     """Run the executor worker until SIGTERM/SIGINT."""
-    worker.run(worker.build_worker("executor", functions=[execute_attempt, execute_direct], on_startup=_startup))
+    worker.run(
+        worker.build_worker(
+            "executor", functions=[execute_attempt, execute_direct], on_startup=_startup, on_shutdown=_shutdown
+        )
+    )

@@ -38,7 +38,35 @@ async def put_attempt(
         if found is None:
             raise attempts.SubmissionError([*loc, "problem_id"], f"no problem {body.problem_id!r}", 404)
         problem = found
-    spec = attempts.NewAttempt(
+    return await attempts.create_attempt(session, tenant, problem, _new_attempt(body), job_id, loc)
+
+
+async def put_attempts(
+    session: AsyncSession, tenant: str, bodies: Sequence[AttemptIn], job_id: str, loc: list[str | int]
+) -> list[tuple[Attempt, bool]]:
+    """`put_attempt` for each body of a batch, in order, with the same answers and errors (the first failing
+    item's), but one read of the problems named by id, one of the uids and one INSERT (attempts.AttemptBatch)."""
+    batch = attempts.AttemptBatch(session, tenant, job_id)
+    await batch.load_uids([body.attempt_uid for body in bodies if body.attempt_uid is not None])
+    problems = await attempts.find_problems(session, tenant, [b.problem_id for b in bodies if b.problem_id])
+    stored = []
+    for index, body in enumerate(bodies):
+        item = [*loc, index]
+        if body.problem is not None:
+            problem, _ = await put_problem(session, tenant, body.problem, [*item, "problem"])
+            problems[problem.problem_id] = problem
+        else:
+            assert body.problem_id is not None
+            if body.problem_id not in problems:
+                raise attempts.SubmissionError([*item, "problem_id"], f"no problem {body.problem_id!r}", 404)
+            problem = problems[body.problem_id]
+        stored.append(batch.add(problem, _new_attempt(body), item))
+    await batch.flush()
+    return stored
+
+
+def _new_attempt(body: AttemptIn) -> attempts.NewAttempt:
+    return attempts.NewAttempt(
         language=body.language,
         source_code=body.source_code,
         # The fields that make two submissions of one `attempt_uid` "the same".
@@ -53,7 +81,6 @@ async def put_attempt(
         conditions=body.conditions,
         repeats=body.repeats,
     )
-    return await attempts.create_attempt(session, tenant, problem, spec, job_id, loc)
 
 
 # What an attempt view shows of its `mutation` record: how a mutant was made and what verification found. A

@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
 from gateway.schemas import AttemptAccepted, AttemptIn, AttemptOut, AttemptPage, BatchAccepted, BatchIn
-from gateway.submissions import attempt_view, attempt_views, not_found, put_attempt
+from gateway.submissions import attempt_view, attempt_views, not_found, put_attempt, put_attempts
 from services.kernel import attempts, jobs
 from services.kernel.contracts import AttemptStatus, JobKind, JobStatus
 from services.kernel.models import Attempt, new_id
@@ -53,17 +53,10 @@ async def submit(body: AttemptIn, principal: SubmitKey, session: SessionDep) -> 
 @router.post(":batch", status_code=202, response_model=BatchAccepted)
 async def submit_batch(body: BatchIn, principal: SubmitKey, session: SessionDep) -> BatchAccepted:
     job_id = new_id("job")
-    ids: list[str] = []
-    new: list[Attempt] = []
-    seen: dict[str, str] = {}
     try:
-        for index, item in enumerate(body.attempts):
-            attempt, created = await put_attempt(session, principal.tenant, item, job_id, ["body", "attempts", index])
-            if created:
-                new.append(attempt)
-            if item.attempt_uid is not None:
-                seen[item.attempt_uid] = attempt.attempt_id
-            ids.append(attempt.attempt_id)
+        stored = await put_attempts(session, principal.tenant, body.attempts, job_id, ["body", "attempts"])
+        ids = [attempt.attempt_id for attempt, _ in stored]
+        new = [attempt for attempt, created in stored if created]
         job = jobs.create_job(
             session,
             tenant=principal.tenant,

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Select, bindparam, case, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.kernel import jobs, queue
@@ -152,31 +153,29 @@ class NewAttempt:
     repeats: int = 1
 
 
-async def create_attempt(
-    session: AsyncSession, tenant: str, problem: Problem, spec: NewAttempt, job_id: str, loc: Loc
-) -> tuple[Attempt, bool]:
-    """Store an attempt (flush, no commit), queued at the first stage of its pipeline. The same `attempt_uid`
-    with the same content returns the stored one (False); with another content it is a 409."""
+def _checked(problem: Problem, spec: NewAttempt, loc: Loc) -> tuple[list[str], list[str], str]:
+    """The checks of a new attempt that need no database: its judges, conditions and content hash."""
     if problem.mode == Mode.FUNCTION and spec.language != Language.PYTHON:
         raise SubmissionError([*loc, "language"], "function-mode problems accept Python only")
     if spec.attempt_uid is not None and spec.attempt_uid.startswith(MUTANT_UID_PREFIX):
         raise SubmissionError([*loc, "attempt_uid"], f"the prefix {MUTANT_UID_PREFIX!r} is reserved for mutants")
     judges, conditions = resolve_judging(spec.judges, spec.conditions, [*loc, "judges"])
-    digest = content_hash({**spec.content, "problem": [problem.problem_id, problem.content_hash]})
-    if spec.attempt_uid is not None:
-        existing = await session.scalar(
-            select(Attempt).where(Attempt.tenant == tenant, Attempt.attempt_uid == spec.attempt_uid)
+    return judges, conditions, content_hash({**spec.content, "problem": [problem.problem_id, problem.content_hash]})
+
+
+def _same_or_conflict(existing: Attempt, digest: str, spec: NewAttempt, loc: Loc) -> tuple[Attempt, bool]:
+    if existing.content_hash != digest:
+        raise SubmissionError(
+            [*loc, "attempt_uid"], f"attempt_uid {spec.attempt_uid!r} was submitted with different content", 409
         )
-        if existing is not None:
-            if existing.content_hash != digest:
-                raise SubmissionError(
-                    [*loc, "attempt_uid"],
-                    f"attempt_uid {spec.attempt_uid!r} was submitted with different content",
-                    409,
-                )
-            return existing, False
+    return existing, False
+
+
+def _new_attempt(
+    tenant: str, problem: Problem, spec: NewAttempt, job_id: str, judges: list[str], conditions: list[str], digest: str
+) -> Attempt:
     pipeline = pipeline_for(judges)
-    attempt = Attempt(
+    return Attempt(
         attempt_id=new_id("att"),
         attempt_uid=spec.attempt_uid,
         tenant=tenant,
@@ -198,9 +197,73 @@ async def create_attempt(
         pipeline=pipeline,
         stage=pipeline[0],
     )
+
+
+async def create_attempt(
+    session: AsyncSession, tenant: str, problem: Problem, spec: NewAttempt, job_id: str, loc: Loc
+) -> tuple[Attempt, bool]:
+    """Store an attempt (flush, no commit), queued at the first stage of its pipeline. The same `attempt_uid`
+    with the same content returns the stored one (False); with another content it is a 409."""
+    judges, conditions, digest = _checked(problem, spec, loc)
+    if spec.attempt_uid is not None:
+        existing = await session.scalar(
+            select(Attempt).where(Attempt.tenant == tenant, Attempt.attempt_uid == spec.attempt_uid)
+        )
+        if existing is not None:
+            return _same_or_conflict(existing, digest, spec, loc)
+    attempt = _new_attempt(tenant, problem, spec, job_id, judges, conditions, digest)
     session.add(attempt)
     await session.flush()
     return attempt, True
+
+
+class AttemptBatch:
+    """The attempts of one batch submission, stored together: `add` makes the checks and answers of
+    `create_attempt` item by item (the same errors, in the same order; an `attempt_uid` stored before or earlier
+    in the batch is the same attempt, or a 409), with one read of the batch's uids (`load_uids`) and one INSERT
+    of the new attempts (`flush`), instead of three statements per attempt."""
+
+    def __init__(self, session: AsyncSession, tenant: str, job_id: str) -> None:
+        self.session = session
+        self.tenant = tenant
+        self.job_id = job_id
+        self._known: dict[str, Attempt] = {}
+        self._new: list[Attempt] = []
+
+    async def load_uids(self, uids: Sequence[str]) -> None:
+        """Read the tenant's stored attempts named by `uids` (before `add`ing them)."""
+        wanted = sorted(set(uids) - set(self._known))
+        for chunk in (wanted[i : i + 500] for i in range(0, len(wanted), 500)):
+            query = select(Attempt).where(Attempt.tenant == self.tenant, Attempt.attempt_uid.in_(chunk))
+            self._known.update((a.attempt_uid, a) for a in await self.session.scalars(query) if a.attempt_uid)
+
+    def add(self, problem: Problem, spec: NewAttempt, loc: Loc) -> tuple[Attempt, bool]:
+        """`create_attempt` without the database: the attempt, and whether it is new (stored at `flush`). Its uid
+        must have been given to `load_uids`."""
+        judges, conditions, digest = _checked(problem, spec, loc)
+        if spec.attempt_uid is not None and spec.attempt_uid in self._known:
+            return _same_or_conflict(self._known[spec.attempt_uid], digest, spec, loc)
+        attempt = _new_attempt(self.tenant, problem, spec, self.job_id, judges, conditions, digest)
+        if spec.attempt_uid is not None:
+            self._known[spec.attempt_uid] = attempt
+        self._new.append(attempt)
+        return attempt, True
+
+    async def flush(self) -> None:
+        """Store the new attempts (flush, no commit)."""
+        self.session.add_all(self._new)
+        self._new = []
+        await self.session.flush()
+
+
+async def find_problems(session: AsyncSession, tenant: str, problem_ids: Sequence[str]) -> dict[str, Problem]:
+    """The tenant's problems named by `problem_ids`, by problem_id (the unknown ones left out)."""
+    wanted = sorted(set(problem_ids))
+    found: dict[str, Problem] = {}
+    for chunk in (wanted[i : i + 500] for i in range(0, len(wanted), 500)):
+        query = select(Problem).where(Problem.tenant == tenant, Problem.problem_id.in_(chunk))
+        found.update((problem.problem_id, problem) for problem in await session.scalars(query))
+    return found
 
 
 @dataclass(frozen=True)
@@ -391,9 +454,161 @@ async def finish_stage(
 async def cancel_queued(session: AsyncSession, job_id: str) -> int:
     """Fail the attempts of a job that no stage has claimed yet (the job is being cancelled); running ones
     finish their stage and stop there (claim refuses the next stage of a cancelled job)."""
+    where = [Attempt.job_id == job_id, Attempt.status == AttemptStatus.QUEUED]
+    if _row_locks(session):
+        # In attempt_id order, as batched claims lock them: two writers of many attempts then never deadlock.
+        ids = list(await session.scalars(_locked(select(Attempt.attempt_id).where(*where), session)))
+        if not ids:
+            return 0
+        where.append(Attempt.attempt_id.in_(ids))
     result = await session.execute(
-        update(Attempt)
-        .where(Attempt.job_id == job_id, Attempt.status == AttemptStatus.QUEUED)
-        .values(status=AttemptStatus.FAILED, stage=None, finished_at=utcnow())
+        update(Attempt).where(*where).values(status=AttemptStatus.FAILED, stage=None, finished_at=utcnow())
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+# ---- batches: the same transitions for many attempts in one transaction -------------------------------------
+#
+# A worker running many tasks at once claims their attempts and stores their results in shared transactions
+# (services/kernel/batching.py). Each function below does, for every attempt it is given, exactly what its
+# one-attempt counterpart does, with the same conditional UPDATEs (WHERE live AND at that stage), run over the
+# whole set and told apart by RETURNING, so what the database says decides and nothing moves twice. The same attempt
+# named twice in one batch (a duplicate delivery) gets what two calls in a row would have got. On PostgreSQL the
+# attempts are locked first, in attempt_id order (as cancel_queued does), then their jobs: attempt, then job.
+
+
+def _row_locks(session: AsyncSession) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def _locked(query: Select[Any], session: AsyncSession) -> Select[Any]:
+    """`query` over attempts, in attempt_id order, with its rows locked on PostgreSQL (SQLite locks the whole
+    database at the first write)."""
+    query = query.order_by(Attempt.attempt_id)
+    return query.with_for_update() if _row_locks(session) else query
+
+
+async def claim_many(session: AsyncSession, attempt_ids: Sequence[str], stage: Stage) -> list[Attempt | None]:
+    """`claim` for each of `attempt_ids`, in one go: the claimed attempt (running) or None, in order."""
+    unique = sorted(set(attempt_ids))
+    if not unique:
+        return []
+    if _row_locks(session):
+        await session.execute(_locked(select(Attempt.attempt_id).where(Attempt.attempt_id.in_(unique)), session))
+    live_at_stage = (Attempt.status.in_(LIVE_ATTEMPT_STATUSES), Attempt.stage == stage)
+    job_cancelled = select(Job.job_id).where(Job.job_id == Attempt.job_id, Job.status == JobStatus.CANCELLED).exists()
+    result = await session.execute(
+        update(Attempt)
+        .where(Attempt.attempt_id.in_(unique), *live_at_stage, ~job_cancelled)
+        .values(status=AttemptStatus.RUNNING)
+        .returning(Attempt)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    claimed = {attempt.attempt_id: attempt for attempt in result.scalars()}
+    if len(claimed) < len(unique):
+        # Those of a cancelled job end where they stand (the others are past this stage, ended, or unknown).
+        await session.execute(
+            update(Attempt)
+            .where(Attempt.attempt_id.in_(set(unique) - set(claimed)), *live_at_stage, job_cancelled)
+            .values(status=AttemptStatus.FAILED, stage=None, finished_at=utcnow())
+            .execution_options(synchronize_session=False)
+        )
+    # Each claim counts a try of its job, as one claim at a time would (a job no longer live is left as it is).
+    named = Counter(attempt_ids)
+    tries: Counter[str] = Counter()
+    for attempt in claimed.values():
+        if attempt.job_id:
+            tries[attempt.job_id] += named[attempt.attempt_id]
+    for job_id in sorted(tries):
+        await jobs.mark_running(session, job_id, tries=tries[job_id])
+    return [claimed.get(attempt_id) for attempt_id in attempt_ids]
+
+
+def _per_attempt(column: Any, ids: Sequence[str], by_attempt: dict[str, Any]) -> Any:
+    """An UPDATE's value for `column` over attempts `ids`, each set to its value in `by_attempt` or left as it is:
+    one value if they all agree, else CASE WHEN attempt_id = ... THEN ... ELSE the column END."""
+    values = list(by_attempt.values())
+    if len(by_attempt) == len(ids) and all(type(v) is type(values[0]) and v == values[0] for v in values):
+        return values[0]
+    return case(
+        *(
+            (Attempt.attempt_id == attempt_id, bindparam(None, value, type_=column.type))
+            for attempt_id, value in by_attempt.items()
+        ),
+        else_=column,
+    )
+
+
+async def _move_returning(
+    session: AsyncSession, stage: Stage, ids: list[str], values: dict[str, dict[str, Any]], fixed: dict[str, Any]
+) -> set[str]:
+    """For attempts `ids` still live at `stage`: set `fixed` and each one's own `values`; the ids it moved."""
+    assignments: dict[str, Any] = dict(fixed)
+    for name in sorted({name for attempt_id in ids for name in values[attempt_id]}):
+        given = {attempt_id: values[attempt_id][name] for attempt_id in ids if name in values[attempt_id]}
+        assignments[name] = _per_attempt(getattr(Attempt, name), ids, given)
+    result = await session.execute(
+        update(Attempt)
+        .where(Attempt.attempt_id.in_(ids), Attempt.status.in_(LIVE_ATTEMPT_STATUSES), Attempt.stage == stage)
+        .values(**assignments)
+        .returning(Attempt.attempt_id)
+        .execution_options(synchronize_session=False)
+    )
+    return set(result.scalars())
+
+
+async def finish_many(
+    session: AsyncSession, stage: Stage, items: Sequence[tuple[str, dict[str, Any]]], *, last: bool = False
+) -> list[tuple[bool, Stage | None]]:
+    """`finish_stage` for each (attempt_id, values) of `items`, in one go: (moved, next) for each, in order. Of
+    several items for one attempt, the first is the one that may move it (as if it had committed first)."""
+    unique = sorted({attempt_id for attempt_id, _ in items})
+    if not unique:
+        return []
+    query = select(Attempt.attempt_id, Attempt.pipeline, Attempt.job_id).where(Attempt.attempt_id.in_(unique))
+    rows = {row.attempt_id: row for row in (await session.execute(_locked(query, session))).all()}
+    first: dict[str, dict[str, Any]] = {}
+    for attempt_id, values in items:
+        if attempt_id in rows:
+            first.setdefault(attempt_id, values)
+    following = {
+        attempt_id: None if last else next_stage(rows[attempt_id].pipeline or [stage], stage) for attempt_id in first
+    }
+    moved: set[str] = set()
+    # Attempts with a next stage move there; the others are done. Grouped by where they go.
+    for target in sorted({s for s in following.values() if s is not None}):
+        ids = [attempt_id for attempt_id in first if following[attempt_id] == target]
+        moved |= await _move_returning(session, stage, ids, first, {"stage": target})
+    ending = [attempt_id for attempt_id in first if following[attempt_id] is None]
+    if ending:
+        done = {"status": AttemptStatus.DONE, "stage": None, "finished_at": utcnow()}
+        moved |= await _move_returning(session, stage, ending, first, done)
+    # An attempt that moved on, of a job cancelled meanwhile, ends where it now stands.
+    ended: set[str] = set()
+    went_on = [attempt_id for attempt_id in sorted(moved) if following[attempt_id] is not None]
+    job_ids = sorted({rows[attempt_id].job_id for attempt_id in went_on if rows[attempt_id].job_id})
+    if job_ids:
+        cancelled_jobs = set(
+            await session.scalars(select(Job.job_id).where(Job.job_id.in_(job_ids), Job.status == JobStatus.CANCELLED))
+        )
+        for attempt_id in went_on:
+            if rows[attempt_id].job_id in cancelled_jobs:
+                await _end_cancelled(session, attempt_id, str(following[attempt_id]))
+                ended.add(attempt_id)
+    # Only the write that ends an attempt counts toward its job.
+    progress = Counter(
+        rows[attempt_id].job_id for attempt_id in moved if following[attempt_id] is None and rows[attempt_id].job_id
+    )
+    for job_id in sorted(progress):
+        await jobs.add_progress(session, job_id, progress[job_id])
+    outcomes: list[tuple[bool, Stage | None]] = []
+    answered: set[str] = set()
+    for attempt_id, _ in items:
+        if attempt_id not in rows:
+            outcomes.append((False, None))
+        elif attempt_id in answered or attempt_id not in moved:
+            outcomes.append((False, following[attempt_id]))
+        else:
+            answered.add(attempt_id)
+            outcomes.append((True, None if attempt_id in ended else following[attempt_id]))
+    return outcomes

@@ -146,3 +146,23 @@ async def upsert(session: AsyncSession, table: Any, values: dict[str, Any], keys
         raise RuntimeError(f"unsupported database dialect {dialect!r}")
     updates = {name: stmt.excluded[name] for name in values if name not in keys}
     await session.execute(stmt.on_conflict_do_update(index_elements=keys, set_=updates))
+
+
+async def upsert_many(session: AsyncSession, table: Any, rows: list[dict[str, Any]], keys: list[str]) -> None:
+    """`upsert` of several rows with the same columns in one statement. Their keys must differ (a statement may
+    not update one row twice)."""
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        stmt: Any = pg_insert(table).values(rows)
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        stmt = sqlite_insert(table).values(rows)
+    else:  # pragma: no cover - guarded by settings
+        raise RuntimeError(f"unsupported database dialect {dialect!r}")
+    updates = {name: stmt.excluded[name] for name in rows[0] if name not in keys}
+    await session.execute(stmt.on_conflict_do_update(index_elements=keys, set_=updates))

@@ -45,12 +45,13 @@ async def get_job(session: AsyncSession, job_id: str) -> Job | None:
     return await session.get(Job, job_id)
 
 
-async def mark_running(session: AsyncSession, job_id: str) -> bool:
-    """queued -> running; True if this call made the move. Counts the try either way."""
+async def mark_running(session: AsyncSession, job_id: str, tries: int = 1) -> bool:
+    """queued -> running; True if this call made the move. Counts the try either way (`tries` of them: a batch
+    of claims counts one per claim)."""
     result = await session.execute(
         update(Job)
         .where(Job.job_id == job_id, Job.status == JobStatus.QUEUED)
-        .values(status=JobStatus.RUNNING, started_at=utcnow(), tries=Job.tries + 1)
+        .values(status=JobStatus.RUNNING, started_at=utcnow(), tries=Job.tries + tries)
     )
     moved = result.rowcount > 0  # type: ignore[attr-defined]
     if moved:
@@ -58,7 +59,7 @@ async def mark_running(session: AsyncSession, job_id: str) -> bool:
         telemetry.jobs.labels(kind or "unknown", JobStatus.RUNNING).inc()
     else:
         await session.execute(
-            update(Job).where(Job.job_id == job_id, Job.status == JobStatus.RUNNING).values(tries=Job.tries + 1)
+            update(Job).where(Job.job_id == job_id, Job.status == JobStatus.RUNNING).values(tries=Job.tries + tries)
         )
     return moved
 

@@ -57,6 +57,8 @@ class Service:
     tasks: tuple[Task, ...]
     entry_point: str  # "module:function" that runs one worker process until SIGTERM
     max_jobs: Callable[[Settings], int]  # jobs one worker process runs at once
+    # How long an idle worker waits between two looks at its queue (arq's poll_delay).
+    poll_delay: Callable[[Settings], float] = lambda settings: settings.background_poll_delay_s
     # Attempt stages this service runs: an attempt waiting at one of them is enqueued as `stage_tasks[stage]`.
     stage_tasks: dict[Stage, Task] = field(default_factory=dict)
     # Pending work of its own (beyond attempts at its stages) that the database knows of.
@@ -285,6 +287,7 @@ SERVICES: dict[str, Service] = {
             entry_point="executor.worker:run_worker",
             # More jobs than sandbox slots, so one attempt's compile overlaps another's tests.
             max_jobs=lambda settings: max(4, settings.executor_slots * 4),
+            poll_delay=lambda settings: settings.worker_poll_delay_s,
             stage_tasks={Stage.EXECUTE: Task.EXECUTE_ATTEMPT},
             pending=_pending_direct_executions,
         ),

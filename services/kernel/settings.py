@@ -54,8 +54,17 @@ class Settings(BaseSettings):
         default=False, validation_alias=AliasChoices("TRIBUNAL_TELEMETRY_PUBLIC", "TRIBUNAL_METRICS_PUBLIC")
     )
 
-    # Worker polling: small delays make an idle stack answer in milliseconds.
-    worker_poll_delay_s: float = 0.01
+    # The executor's claims and results: those of concurrent tasks share one transaction, a batch of at most
+    # this many (1: a transaction per claim and per result), gathered for at most the window when the worker was
+    # idle (services/kernel/batching.py; bench/bench_pipeline.py measures it).
+    executor_batch_max: int = Field(default=16, ge=1)
+    executor_batch_window_ms: float = Field(default=1.0, ge=0)
+
+    # Worker polling (arq polls Redis; an idle worker costs ~5 % of a core at 10 ms). The executor, on every
+    # attempt's path, polls often so that an idle stack answers in milliseconds; the other workers (judge,
+    # reports, perturb, similarity) poll less, so that their idling does not take CPU from the executor's jails.
+    worker_poll_delay_s: float = Field(default=0.01, gt=0, description="The executor's poll delay.")
+    background_poll_delay_s: float = Field(default=0.05, gt=0, description="The other workers' poll delay.")
     # A worker's own telemetry server, /metrics (port 0: none). It has no authentication, so it listens on
     # loopback unless a deployment binds it to a private network on purpose.
     worker_telemetry_port: int = Field(

@@ -61,7 +61,7 @@ def build_worker(
         max_jobs=spec.max_jobs(settings),
         job_timeout=settings.job_timeout_s,
         max_tries=settings.job_max_tries,
-        poll_delay=settings.worker_poll_delay_s,
+        poll_delay=spec.poll_delay(settings),
         keep_result=3600,
         burst=burst,
         handle_signals=True,

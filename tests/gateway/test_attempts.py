@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
@@ -134,6 +136,34 @@ def test_batch_runs_every_attempt_and_counts_progress(tenant_client: httpx.Clien
     assert job["kind"] == "execute_batch"
     verdicts = [tenant_client.get(f"/v1/attempts/{i}").json()["verdict"] for i in batch["attempt_ids"]]
     assert verdicts == ["AC", "WA", "RE", "AC"]
+
+
+def test_a_batch_answers_duplicates_and_inline_problems_as_single_submissions(tenant_client: httpx.Client) -> None:
+    """The batch is stored in one INSERT: a uid repeated in it, or stored before, is the same attempt; a problem
+    given inline can be named by id further on; a conflict names its item."""
+    problem_id = add_sum_problem(tenant_client)
+    before = submit(tenant_client, problem_id, "python", "print(7)\n", attempt_uid="b-1")
+    inline = {"problem_id": "inline-sum", "statement": "Print 3.", "tests": [{"input": "", "expected": "3\n"}]}
+    items: list[dict[str, Any]] = [
+        {"problem_id": problem_id, "language": "python", "source_code": "print(7)\n", "attempt_uid": "b-1"},
+        {"problem": inline, "language": "python", "source_code": "print(3)\n", "attempt_uid": "b-2"},
+        {"problem_id": "inline-sum", "language": "python", "source_code": "print(3)\n", "attempt_uid": "b-2"},
+        {"problem_id": "inline-sum", "language": "python", "source_code": "print(4)\n"},
+    ]
+    response = tenant_client.post("/v1/attempts:batch", json={"attempts": items})
+    assert response.status_code == 202, response.text
+    ids = response.json()["attempt_ids"]
+    assert ids[0] == before["attempt_id"] and ids[1] == ids[2] and len(set(ids)) == 3
+    job = wait_job(tenant_client, response.json()["job_id"])
+    assert job["progress"] == {"done": 2, "total": 2}
+    assert [tenant_client.get(f"/v1/attempts/{i}").json()["verdict"] for i in ids[1:]] == ["AC", "AC", "WA"]
+    conflict = tenant_client.post(
+        "/v1/attempts:batch", json={"attempts": [items[3], {**items[2], "source_code": "print(5)\n"}]}
+    )
+    assert conflict.status_code == 409
+    assert conflict.json()["errors"][0]["loc"] == ["body", "attempts", 1, "attempt_uid"]
+    unknown = tenant_client.post("/v1/attempts:batch", json={"attempts": [{**items[3], "problem_id": "nope"}]})
+    assert unknown.status_code == 404 and unknown.json()["errors"][0]["loc"] == ["body", "attempts", 0, "problem_id"]
 
 
 def test_listing_pages_with_a_cursor_and_filters(tenant_client: httpx.Client) -> None:
