@@ -40,7 +40,15 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("executor/differential.py", "differential", "nsjail_log"): "logged only, on a sandbox failure",
     ("executor/worker.py", "_direct_result", "compile_output"): "the sanitised build output, returned",
     ("judge/offline.py", "_run_tool", "nsjail_log"): "logged only, on a sandbox failure",
-    ("judge/offline.py", "_pylint", "stdout"): "parsed; only pylint symbols matching an id pattern, types, lines kept",
+    ("judge/offline.py", "_pylint_cold_run", "stdout"): "returned to _pylint_result, which parses it (below)",
+    ("judge/offline.py", "_pylint_from_record", "stdout"): (
+        "a warm child's stdout, parsed by _pylint_result: only pylint symbols matching an id pattern, types, lines"
+    ),
+    ("judge/offline.py", "_pylint_warm_run", "stdout"): (
+        "the warm supervisor's framed records, parsed strictly by _warm_records (stops at the first malformed one)"
+    ),
+    ("judge/offline.py", "_pylint_warm_run", "jail_error"): "logged only, on a sandbox failure",
+    ("judge/offline.py", "_pylint_warm_run", "nsjail_log"): "logged only, on a sandbox failure",
     ("judge/offline.py", "_cppcheck", "stderr"): "parsed XML; only ids matching a pattern, severities, lines kept",
     ("gateway/submissions.py", "_attempt_json", "compile_output"): "the sanitised build output, in the response",
     ("services/mutation/__main__.py", "main", "stdout"): "sys.stdout: where the child writes its JSON answer",
@@ -79,6 +87,9 @@ REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
     ("services/sandbox/jail.py", "_spawn_and_supervise", "posix_spawn"): (
         "nsjail itself: everything untrusted runs in it"
     ),
+    ("services/sandbox/jail.py", "_spawn_prepared", "posix_spawn"): (
+        "nsjail itself, for a pre-made jail: its first process is the launcher, inside the jail"
+    ),
     ("executor/languages.py", "_output", "run"): (
         "the host's own gcc/g++/javac/java/python3 with version flags only: no tenant input; the first line of "
         "the banner is the /v1/languages version text"
@@ -92,11 +103,23 @@ REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
 }
 
 
+# Scripts that run inside a jail (as its first process, or started by one): what they fork or exec stays in the
+# jail, and what they read is the jail's own. Each is started only by a reviewed process start above.
+IN_JAIL_SCRIPTS = {
+    "services/sandbox/launcher.py",  # a pre-made jail's first process (Sandbox._spawn_prepared)
+    "judge/pylint_warm.py",  # the warm lint supervisor, run by ToolJail as `python3 -c` inside the jail
+}
+
+
+def _runs_in_the_jail(path: Path) -> bool:
+    return "harness" in path.parts or str(path.relative_to(ROOT)) in IN_JAIL_SCRIPTS
+
+
 def _process_starts() -> set[tuple[str, str, str]]:
     found = set()
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
-            if "harness" in path.parts:
+            if _runs_in_the_jail(path):
                 continue
             for function in ast.walk(ast.parse(path.read_text())):
                 if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -124,7 +147,7 @@ def _readers() -> set[tuple[str, str, str]]:
     found = set()
     for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
-            if "harness" in path.parts:  # runs inside the jail; it reads nothing of the host
+            if _runs_in_the_jail(path):  # it reads nothing of the host
                 continue
             tree = ast.parse(path.read_text())
             for function in ast.walk(tree):
