@@ -487,8 +487,13 @@ class Sandbox:
         if self._warm is not None:
             self._warm.settle()
 
+    def ready_jails(self) -> int:
+        """How many pre-made jails are ready for a run."""
+        return self._warm.ready_count() if self._warm is not None else 0
+
     def waiting_jails(self) -> tuple[set[int], set[str]]:
-        """The pre-made jails waiting for a run: nsjail's pids, and the names of their per-run cgroups."""
+        """The pre-made jails of the pool (ready for a run, or being ended unused): nsjail's pids, and the names
+        of their per-run cgroups."""
         jails = self._warm.waiting() if self._warm is not None else []
         return {jail.pid for jail in jails}, {jail.cgroups.name for jail in jails}
 

@@ -52,6 +52,7 @@ MAX_MESSAGE = 1 << 20
 MAX_ERROR_HEAD = 24 * 1024
 MAX_ERROR_TAIL = 8 * 1024
 _PR_SET_DUMPABLE = 4
+_PR_SET_PDEATHSIG = 1
 
 # What a solution typically imports, loaded ahead of time like the interpreter itself (typing alone is several
 # milliseconds). They are standard-library modules only; a run sees them in sys.modules, as it would after
@@ -206,6 +207,8 @@ def _end_jail() -> None:
 def main() -> tuple[str, types.CodeType, list[str]] | None:
     """Wait for the run and start it. Returns (path, code, argv) in a child that is to run a Python program in
     this interpreter (the caller runs it at module level, so as few frames as possible sit under it)."""
+    # If nsjail dies (killed from outside), so does this jail: its PID 1 goes, and the kernel ends the rest.
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     compiled = _preload(sys.argv)
     channel = socket.socket(fileno=CHANNEL_FD)
     try:

@@ -48,7 +48,7 @@ STALE_SLOT_S = 2 * JAIL_LIFETIME_S
 MAX_REPLY = 1 << 20
 
 
-@dataclass
+@dataclass(eq=False)
 class PreparedJail:
     """A spawned jail whose launcher waits for its run."""
 
@@ -105,6 +105,8 @@ class WarmPool:
         self._lock = threading.Condition()
         self._closed = False
         self._spawning = False
+        # Jails being ended on the clean-up thread, by id: still the pool's until they are gone.
+        self._leaving: dict[int, PreparedJail] = {}
         self._thread = threading.Thread(target=self._refill_forever, name="tribunal-warm-jails", daemon=True)
         self._thread.start()
         # Clean-up after runs (removing cgroups and folders takes milliseconds) and ending unwanted jails.
@@ -123,14 +125,9 @@ class WarmPool:
             if self._closed:
                 raise RuntimeError("the pool is closed")
             self._last_used[kind] = time.monotonic()
+            self._prune()
             ready = self._ready.setdefault(kind, collections.deque())
-            jail = None
-            while ready:
-                candidate = ready.popleft()
-                if candidate.alive() and time.monotonic() - candidate.spawned_at < MAX_AGE_S:
-                    jail = candidate
-                    break
-                self._discard_later(candidate)
+            jail = ready.popleft() if ready else None
             self._forget_idle_kinds()
             self._lock.notify_all()
         if jail is None:
@@ -138,7 +135,8 @@ class WarmPool:
         return jail
 
     def close(self) -> None:
-        """End every waiting jail (their launchers read EOF and exit)."""
+        """End every waiting jail (their launchers read EOF and exit), and the one the refill thread may be making
+        right now: when this returns, no jail of the pool is left."""
         with self._lock:
             self._closed = True
             jails = [jail for ready in self._ready.values() for jail in ready]
@@ -146,22 +144,27 @@ class WarmPool:
             self._lock.notify_all()
         for jail in jails:
             self._discard(jail)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=30.0)
         self._cleanup.shutdown(wait=True)
 
-    def ready_count(self, kind: Hashable) -> int:
+    def ready_count(self) -> int:
+        """How many jails are ready for a run, of every kind."""
         with self._lock:
-            return len(self._ready.get(kind, ()))
+            return sum(len(ready) for ready in self._ready.values())
 
     def waiting(self) -> list[PreparedJail]:
-        """The jails ready for a run, now."""
+        """The pool's jails now: those ready for a run, and those it is ending (never used)."""
         with self._lock:
-            return [jail for ready in self._ready.values() for jail in ready]
+            return [jail for ready in self._ready.values() for jail in ready] + list(self._leaving.values())
 
     def settle(self, timeout_s: float = 30.0) -> None:
         """Wait until no refill is due or in progress and every clean-up has run (for tests and benchmarks that
         look at the host between runs)."""
         deadline = time.monotonic() + timeout_s
         with self._lock:
+            self._prune()
+            self._lock.notify_all()
             while (self._spawning or self._wanted() is not None) and not self._closed:
                 if not self._lock.wait(timeout=max(0.0, deadline - time.monotonic())):
                     break
@@ -169,7 +172,25 @@ class WarmPool:
             self._cleanup.submit(lambda: None).result(timeout=max(0.0, deadline - time.monotonic()))
 
     def _discard_later(self, jail: PreparedJail) -> None:
-        self.defer(self._discard, jail)
+        """End a jail the pool will not use, on the clean-up thread (the caller holds the lock)."""
+        self._leaving[id(jail)] = jail
+        self.defer(self._discard_and_forget, jail)
+
+    def _discard_and_forget(self, jail: PreparedJail) -> None:
+        try:
+            self._discard(jail)
+        finally:
+            with self._lock:
+                self._leaving.pop(id(jail), None)
+
+    def _prune(self) -> None:
+        """Drop ready jails that ended while they waited (killed from outside) or are too old (the lock is held)."""
+        now = time.monotonic()
+        for ready in self._ready.values():
+            for jail in list(ready):
+                if not jail.alive() or now - jail.spawned_at >= MAX_AGE_S:
+                    ready.remove(jail)  # in place: callers may hold this deque
+                    self._discard_later(jail)
 
     def _forget_idle_kinds(self) -> None:
         now = time.monotonic()
@@ -185,6 +206,7 @@ class WarmPool:
             with self._lock:
                 while not self._closed and not self._wanted():
                     self._lock.wait(timeout=30.0)
+                    self._prune()
                     self._forget_idle_kinds()
                 if self._closed:
                     return
@@ -203,13 +225,10 @@ class WarmPool:
             with self._lock:
                 self._spawning = False
                 if self._closed or kind not in self._last_used:
-                    keep = False
+                    self._discard_later(jail)
                 else:
                     self._ready.setdefault(kind, collections.deque()).append(jail)
-                    keep = True
                 self._lock.notify_all()
-            if not keep:
-                self._discard(jail)
 
     def _wanted(self) -> Hashable | None:
         """The most recently used kind short of jails, while the pool is under its total cap."""
@@ -318,11 +337,15 @@ def end_jail(pid: int, pidfd: int, *, grace_s: float) -> None:
             with contextlib.suppress(ProcessLookupError):
                 signal.pidfd_send_signal(pidfd, signum)
         if wait_s is None:
-            os.waitpid(pid, 0)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
             return
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            done, _ = os.waitpid(pid, os.WNOHANG)
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return  # reaped already
             if done:
                 return
             time.sleep(0.002)

@@ -71,11 +71,20 @@ def processes_of(uid: int, executor: Executor | None = None) -> list[int]:
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                if entry.stat(follow_symlinks=False).st_uid == uid and not _descends_from(int(entry.name), waiting):
-                    pids.append(int(entry.name))
+                pid = int(entry.name)
+                if entry.stat(follow_symlinks=False).st_uid == uid and not _zombie(pid):
+                    if not _descends_from(pid, waiting):
+                        pids.append(pid)
             except OSError:
                 continue
     return pids
+
+
+def _zombie(pid: int) -> bool:
+    """A process that has ended and holds nothing but its pid until its parent reaps it. (A jail whose nsjail was
+    SIGKILLed leaves its PID 1 to the machine's init, which on this machine kind does not reap promptly.)"""
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
 
 
 def _descends_from(pid: int, ancestors: set[int]) -> bool:
