@@ -31,18 +31,17 @@ If the host goes away (the channel reads EOF), the launcher ends the jail.
 Nothing in this process is secret: it has seen nothing but its own run's request, which is public to the run.
 """
 
+import _socket
 import builtins
 import ctypes
 import io
-import json
+import marshal
 import math
 import os
 import resource
 import select
 import signal
-import socket
 import sys
-import traceback
 import types
 from collections.abc import Callable
 
@@ -54,10 +53,11 @@ MAX_ERROR_TAIL = 8 * 1024
 _PR_SET_DUMPABLE = 4
 _PR_SET_PDEATHSIG = 1
 
-# What a solution typically imports, loaded ahead of time like the interpreter itself (typing alone is several
-# milliseconds). They are standard-library modules only; a run sees them in sys.modules, as it would after
-# importing them itself.
-_WARM_MODULES = ("typing", "collections", "itertools", "functools", "math", "re", "heapq", "bisect", "string")
+# What a Python solution typically imports, loaded ahead of time like the interpreter itself (typing alone is
+# several milliseconds). Standard-library modules only; a run sees them in sys.modules, as it would after
+# importing them itself. Everything else the launcher needs is kept to cheap modules: each one is paid for every
+# jail (json, socket and traceback would add ~25 ms of CPU per jail on this machine kind).
+_WARM_MODULES = ("typing",)  # and with it re, functools, collections, operator
 
 
 def _preload(argv: list[str]) -> dict[str, types.CodeType]:
@@ -65,8 +65,9 @@ def _preload(argv: list[str]) -> dict[str, types.CodeType]:
     if len(argv) == 3 and argv[1] == "--preload":
         with open(argv[2], "rb") as handle:
             compiled[argv[2]] = compile(handle.read(), argv[2], "exec", dont_inherit=True)
-    for name in _WARM_MODULES:
-        __import__(name)
+    if sys.flags.no_site == 0 or compiled:  # a Python run's launcher (compiled programs are not run by one)
+        for name in _WARM_MODULES:
+            __import__(name)
     return compiled
 
 
@@ -94,6 +95,8 @@ def _syntax_error(path: str) -> tuple[types.CodeType | None, str | None]:
     try:
         return compile(source, path, "exec", dont_inherit=True), None
     except Exception as exc:
+        import traceback  # only now: it costs milliseconds at start-up
+
         if isinstance(exc, SyntaxError):
             exc.filename = path.rsplit("/", 1)[-1]
         return None, _capped("".join(traceback.format_exception_only(type(exc), exc)))
@@ -110,8 +113,30 @@ def _without_launcher_frames(hook: Callable[..., object]) -> Callable[..., objec
     return excepthook
 
 
-def _reply(channel: socket.socket, message: dict[str, object]) -> None:
-    channel.sendall(json.dumps(message).encode())
+def _reply(channel: _socket.socket, message: bytes) -> None:
+    """One message to the host: b"E" + the compiler's message (UTF-8), b"L <cpu_s>" (the harness runs here), or
+    b"R <run_cpu_s> exit <code>" / b"R <run_cpu_s> signal <number>" (services/sandbox/warm.py reads them)."""
+    channel.send(message)
+
+
+def _receive_run(channel: _socket.socket) -> tuple[dict[str, object], int] | None:
+    """The run's request (marshal data from the host) and its stdin fd, or None if the host is gone."""
+    try:
+        data, ancillary, _, _ = channel.recvmsg(MAX_MESSAGE, _socket.CMSG_SPACE(4))
+    except OSError:
+        return None
+    fds = [
+        int.from_bytes(item[i : i + 4], sys.byteorder)
+        for level, kind, item in ancillary
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS
+        for i in range(0, len(item) - len(item) % 4, 4)
+    ]
+    if not data or len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        return None
+    request = marshal.loads(data)
+    return (request, fds[0]) if isinstance(request, dict) else None
 
 
 def _fresh_stdin() -> None:
@@ -149,7 +174,7 @@ def _set_cpu_limit(seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (min(seconds, wanted_hard), wanted_hard))
 
 
-def _supervise(channel: socket.socket, child: int, verdict_r: int) -> None:
+def _supervise(channel: _socket.socket, child: int, verdict_r: int) -> None:
     """PID 1 while the run's child runs: learn whether the program compiled (the child says so on `verdict_r`
     before it runs anything of the program's, then closes it), wait for the child (or for the host to go away),
     end everything else in the jail, reap it all and answer how the run went."""
@@ -161,7 +186,7 @@ def _supervise(channel: socket.socket, child: int, verdict_r: int) -> None:
         if pidfd in ready:
             break
         try:
-            if not channel.recv(1, socket.MSG_PEEK):
+            if not channel.recv(1, _socket.MSG_PEEK):
                 _end_jail()  # the host is gone: nobody will read this run's result
         except OSError:
             _end_jail()
@@ -169,15 +194,14 @@ def _supervise(channel: socket.socket, child: int, verdict_r: int) -> None:
     _, status = os.waitpid(child, 0)
     _kill_the_rest()
     if syntax_error:
-        _reply(channel, {"syntax_error": syntax_error})
+        _reply(channel, b"E" + syntax_error.encode("utf-8", "replace"))
         os._exit(0)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    report: dict[str, object] = {"run_cpu_s": usage.ru_utime + usage.ru_stime}
+    cpu_s = usage.ru_utime + usage.ru_stime
     if os.WIFSIGNALED(status):
-        report["signal"] = os.WTERMSIG(status)
+        _reply(channel, f"R {cpu_s!r} signal {os.WTERMSIG(status)}".encode())
     else:
-        report["exit_code"] = os.WEXITSTATUS(status)
-    _reply(channel, report)
+        _reply(channel, f"R {cpu_s!r} exit {os.WEXITSTATUS(status)}".encode())
     os._exit(0)
 
 
@@ -210,18 +234,18 @@ def main() -> tuple[str, types.CodeType, list[str]] | None:
     # If nsjail dies (killed from outside), so does this jail: its PID 1 goes, and the kernel ends the rest.
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     compiled = _preload(sys.argv)
-    channel = socket.socket(fileno=CHANNEL_FD)
-    try:
-        data, fds, _, _ = socket.recv_fds(channel, MAX_MESSAGE, 1)
-    except OSError:
-        os._exit(0)
-    if not data or len(fds) != 1:
+    channel = _socket.socket(fileno=CHANNEL_FD)
+    received = _receive_run(channel)
+    if received is None:
         os._exit(0)  # the host is gone (or sent nothing we can use): there is no run
-    request = json.loads(data)
-    argv = [str(arg) for arg in request["argv"]]
-    script = request.get("script")
-    check = request.get("check") or None
-    cpu_limit = max(1, math.ceil(float(request["cpu_time_s"])))
+    request, stdin_fd = received
+    fds = [stdin_fd]
+    raw_argv, raw_script, raw_check = request.get("argv"), request.get("script"), request.get("check")
+    argv = [str(arg) for arg in raw_argv] if isinstance(raw_argv, list) else []
+    script = raw_script if isinstance(raw_script, int) else None
+    check = raw_check if isinstance(raw_check, str) and raw_check else None
+    cpu_time_s = request.get("cpu_time_s")
+    cpu_limit = max(1, math.ceil(float(cpu_time_s))) if isinstance(cpu_time_s, int | float) else 1
     path = argv[script] if script is not None else ""
     libc = ctypes.CDLL(None, use_errno=True)
     if path in compiled:
@@ -231,9 +255,9 @@ def main() -> tuple[str, types.CodeType, list[str]] | None:
         if check is not None:
             _, error = _syntax_error(check)
             if error is not None:
-                _reply(channel, {"syntax_error": error})
+                _reply(channel, b"E" + error.encode("utf-8", "replace"))
                 os._exit(0)
-        _reply(channel, {"launcher_cpu_s": launcher_cpu_s})
+        _reply(channel, f"L {launcher_cpu_s!r}".encode())
         _set_cpu_limit(cpu_limit)
         channel.detach()
         os.dup2(fds[0], 0)

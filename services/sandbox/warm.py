@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import logging
+import marshal
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -251,33 +252,35 @@ def _logged(fn: Callable[..., object], *args: object) -> None:
 
 
 def send_run(jail: PreparedJail, request: Mapping[str, object], stdin_fd: int) -> None:
-    socket.send_fds(jail.channel, [json.dumps(request).encode()], [stdin_fd])
+    """The run's request, as marshal data (the launcher reads it without importing a parser; plain str, int,
+    float, list and None values, which every Python's marshal reads alike), with its stdin fd."""
+    socket.send_fds(jail.channel, [marshal.dumps(dict(request), 4)], [stdin_fd])
+
+
+_RUN_REPORT = re.compile(rb"R (\d+(?:\.\d+)?(?:e-?\d+)?) (exit|signal) (\d{1,3})")
+_LAUNCHER_CPU = re.compile(rb"L (\d+(?:\.\d+)?(?:e-?\d+)?)")
 
 
 def read_reply(jail: PreparedJail) -> LaunchReply | None:
-    """The launcher's answer, read once the jail has ended (it is waiting in the socket by then), or None if it
-    ended without one (killed first, or it never started)."""
+    """The launcher's answer (launcher._reply), read once the jail has ended (it is waiting in the socket by
+    then), or None if it ended without one (killed first, or it never started). Parsed strictly."""
     jail.channel.setblocking(False)
     try:
         data = jail.channel.recv(MAX_REPLY)
     except OSError:
         return None
-    if not data:
+    if data.startswith(b"E"):
+        return LaunchReply(syntax_error=data[1:].decode("utf-8", "replace"))
+    launcher = _LAUNCHER_CPU.fullmatch(data)
+    if launcher is not None:
+        return LaunchReply(launcher_cpu_s=float(launcher[1]))
+    report = _RUN_REPORT.fullmatch(data)
+    if report is None:
         return None
-    try:
-        reply = json.loads(data)
-        if not isinstance(reply, dict):
-            return None
-        if "syntax_error" in reply:
-            return LaunchReply(syntax_error=str(reply["syntax_error"]))
-        if "launcher_cpu_s" in reply:
-            return LaunchReply(launcher_cpu_s=max(0.0, float(reply["launcher_cpu_s"])))
-        run_cpu_s = max(0.0, float(reply["run_cpu_s"]))
-        if "signal" in reply:
-            return LaunchReply(run_cpu_s=run_cpu_s, signal=int(reply["signal"]))
-        return LaunchReply(run_cpu_s=run_cpu_s, exit_code=int(reply["exit_code"]))
-    except (ValueError, KeyError, TypeError):
-        return None
+    cpu_s, number = float(report[1]), int(report[3])
+    if report[2] == b"signal":
+        return LaunchReply(run_cpu_s=cpu_s, signal=number)
+    return LaunchReply(run_cpu_s=cpu_s, exit_code=number)
 
 
 def link_program(source: Path, slot: Path) -> None:

@@ -170,7 +170,9 @@ async def test_finding_a_program_past_its_cpu_limit_is_stopped_within_a_second(e
     limits = Limits(cpu_time_s=1, wall_time_s=20, memory_mb=128, output_kb=64, processes=4)
     outcome = await run(executor, "python", SPIN_PAST_THE_LIMIT, stdin="", expected=None, limits=limits)
     assert outcome.verdict == "TLE"
-    assert outcome.tests[0].cpu_time_ms <= 2000, outcome.tests[0].cpu_time_ms  # measured 2923 ms (cold: 1012 ms)
+    # The hard limit is a second past the soft one (the kernel checks it on a tick): measured 2923 ms before the
+    # fix (cold: 1012 ms).
+    assert outcome.tests[0].cpu_time_ms <= 2100, outcome.tests[0].cpu_time_ms
 
 
 # --- FINDING 6 (fixed): no backstop for a warm jail whose executor died -----------------------------------------------

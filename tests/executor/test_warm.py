@@ -227,7 +227,7 @@ async def test_closing_the_executor_ends_every_waiting_jail(tmp_path_factory: py
     other = make_executor(tmp_path_factory.mktemp("warm-close"), sandbox_uid=SANDBOX_UID + 1)
     slots = other.builds_root.parent / "warm"
     try:
-        assert (await run(other, "c", SUM_SOURCES["c"], stdin="1 2", expected="3")).verdict == "AC"
+        assert (await run(other, "python", SUM_SOURCES["python"], stdin="1 2", expected="3")).verdict == "AC"
         settle(other)
         assert other.sandbox.waiting_jails()[0] and list(slots.iterdir())
         other.close()
