@@ -20,6 +20,7 @@ import marshal
 import os
 import re
 import secrets
+import select
 import shutil
 import signal
 import socket
@@ -66,8 +67,6 @@ class PreparedJail:
 
     def alive(self) -> bool:
         """Whether nsjail is still running (its pidfd becomes readable when it exits)."""
-        import select
-
         readable, _, _ = select.select([self.pidfd], [], [], 0)
         return not readable
 
@@ -108,10 +107,10 @@ class WarmPool:
         self._spawning = False
         # Jails being ended on the clean-up thread, by id: still the pool's until they are gone.
         self._leaving: dict[int, PreparedJail] = {}
-        self._thread = threading.Thread(target=self._refill_forever, name="tribunal-warm-jails", daemon=True)
-        self._thread.start()
         # Clean-up after runs (removing cgroups and folders takes milliseconds) and ending unwanted jails.
         self._cleanup = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tribunal-warm-cleanup")
+        self._thread = threading.Thread(target=self._refill_forever, name="tribunal-warm-jails", daemon=True)
+        self._thread.start()
 
     def defer(self, fn: Callable[..., object], *args: object) -> None:
         """Run fn(*args) on the pool's clean-up thread."""
