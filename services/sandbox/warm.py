@@ -1,14 +1,16 @@
-"""Pre-made jails: created ahead of need, one run each.
+"""Reusable ("warm") jails: created ahead of need, then serving run after run.
 
 A run's critical path used to include creating the jail (namespaces, cgroups, mounts: ~8 ms) and, for Python,
-starting the interpreter (~10-20 ms). A `WarmPool` does both before the run is known: it keeps a few jails per
-kind of run ready, each with services/sandbox/launcher.py as its first process, waiting on a channel. A run takes
-one, its program files are linked into the jail's (still empty, read-only) /prog, and the launcher becomes the
-run. Refills happen on a background thread.
+starting the interpreter (~10-20 ms); on a busy machine both cost CPU whenever they happen. A `WarmPool` keeps a
+few jails per kind of run, each with services/sandbox/launcher.py as its first process (the zygote), waiting on a
+channel. A run takes one, its program files go into a fresh folder of the jail's read-only /prog, and the zygote
+forks the run into new mount, IPC and PID namespaces with fresh tmpfs, no capability and a seccomp filter of its
+own. When the run is over (every process of it reaped, its namespaces gone), the jail goes back to the pool.
 
-What a pre-made jail shares with other runs: nothing. It is used by exactly one run and then ends, like a fresh
-jail; the only difference is *when* it was created. Its launcher has seen nothing before the run's own request
-(no other run's data, no secret), so a run can learn nothing from the memory it starts with. See docs/sandbox.md.
+What a run shares with the runs before it in the same jail: the jail's network namespace (loopback only, and
+nothing of a run's outlives its processes), its cgroups (the peak is reset per run) and the zygote's memory,
+which never holds any run's data: the zygote passes a run's fds on unread. A jail whose run did not end normally
+(a clock, an output flood, a cancel, a failed setup) is never reused. See docs/sandbox.md.
 """
 
 from __future__ import annotations
@@ -52,18 +54,19 @@ MAX_REPLY = 1 << 20
 
 @dataclass(eq=False)
 class PreparedJail:
-    """A spawned jail whose launcher waits for its run."""
+    """A spawned jail whose zygote waits for runs."""
 
+    kind: Hashable
     pid: int
     pidfd: int
     channel: socket.socket
-    out_r: int
+    # The zygote's own stderr (a traceback if it ever failed) and nsjail's log: read only when the jail ends.
     err_r: int
     log_r: int
-    res_r: int | None
     cgroups: Any  # jail._RunCgroups (not imported: jail imports this module)
     slot: Path
     spawned_at: float = field(default_factory=time.monotonic)
+    runs: int = 0
 
     def alive(self) -> bool:
         """Whether nsjail is still running (its pidfd becomes readable when it exits)."""
@@ -73,8 +76,9 @@ class PreparedJail:
 
 @dataclass(frozen=True)
 class LaunchReply:
-    """What the launcher answered (services/sandbox/launcher.py): exactly one of a syntax error, the CPU time it
-    used before running the harness in its own process, or how the run's child ended and what the run cost."""
+    """What a run's first process answered on the run's reply socket (services/sandbox/launcher.py): exactly one
+    of a syntax error, the CPU time it used before running the harness in its own process, or how the run's child
+    ended and what the run cost."""
 
     syntax_error: str | None = None
     launcher_cpu_s: float | None = None
@@ -83,11 +87,25 @@ class LaunchReply:
     signal: int | None = None
 
 
-class WarmPool:
-    """Pre-made jails per kind, refilled in the background. Thread-safe.
+@dataclass(frozen=True)
+class RunDone:
+    """What the zygote answered on the channel once every process of a run was gone: the CPU time of the whole
+    run (its setup included), the setup process's own share, and how the run's first process ended. `failed`: the
+    run's setup failed before the run began."""
 
-    `spawn(kind)` creates one jail (the Sandbox's job); `discard(jail)` ends one that will not be used. The pool
-    only decides when.
+    total_cpu_s: float = 0.0
+    setup_cpu_s: float = 0.0
+    exit_code: int | None = None
+    signal: int | None = None
+    failed: bool = False
+
+
+class WarmPool:
+    """Reusable jails per kind, made in the background. Thread-safe.
+
+    `spawn(kind)` creates one jail (the Sandbox's job); `discard(jail)` ends one that will not be used again. The
+    pool only decides when. A run `take`s a jail and hands it back with `give_back` (it ended cleanly) or `retire`
+    (anything else); a kind gets new jails while it has fewer than `per_kind`, ready and busy together.
     """
 
     def __init__(
@@ -101,6 +119,7 @@ class WarmPool:
         self._discard = discard
         self._per_kind = max(1, per_kind)
         self._ready: dict[Hashable, collections.deque[PreparedJail]] = {}
+        self._busy: collections.Counter[Hashable] = collections.Counter()
         self._last_used: dict[Hashable, float] = {}
         self._lock = threading.Condition()
         self._closed = False
@@ -128,11 +147,51 @@ class WarmPool:
             self._prune()
             ready = self._ready.setdefault(kind, collections.deque())
             jail = ready.popleft() if ready else None
+            self._busy[kind] += 1
             self._forget_idle_kinds()
             self._lock.notify_all()
         if jail is None:
-            jail = self._spawn(kind)
+            try:
+                jail = self._spawn(kind)
+            except BaseException:
+                with self._lock:
+                    self._busy[kind] -= 1
+                raise
         return jail
+
+    def give_back(self, jail: PreparedJail) -> None:
+        """A jail whose run ended cleanly: ready for the next run of its kind (or ended, if the pool has no use
+        for it any more)."""
+        with self._lock:
+            self._busy[jail.kind] -= 1
+            keep = (
+                not self._closed
+                and jail.kind in self._last_used
+                and time.monotonic() - jail.spawned_at < MAX_AGE_S
+                and len(self._ready.get(jail.kind, ())) + self._busy[jail.kind] < self._per_kind
+                and self._total() < 2 * self._per_kind
+            )
+            if keep:
+                self._ready.setdefault(jail.kind, collections.deque()).appendleft(jail)
+            else:
+                self._discard_later(jail)
+            self._lock.notify_all()
+
+    def retire(self, jail: PreparedJail, end: Callable[[PreparedJail], None]) -> None:
+        """A jail that will not run anything again; `end(jail)` (already under way, e.g. reading how it died)
+        happens on the clean-up thread, and the pool makes a replacement."""
+        with self._lock:
+            self._busy[jail.kind] -= 1
+            self._leaving[id(jail)] = jail
+            self._lock.notify_all()
+        self.defer(self._end_and_forget, jail, end)
+
+    def _end_and_forget(self, jail: PreparedJail, end: Callable[[PreparedJail], None]) -> None:
+        try:
+            end(jail)
+        finally:
+            with self._lock:
+                self._leaving.pop(id(jail), None)
 
     def close(self) -> None:
         """End every waiting jail (their launchers read EOF and exit), and the one the refill thread may be making
@@ -177,11 +236,7 @@ class WarmPool:
         self.defer(self._discard_and_forget, jail)
 
     def _discard_and_forget(self, jail: PreparedJail) -> None:
-        try:
-            self._discard(jail)
-        finally:
-            with self._lock:
-                self._leaving.pop(id(jail), None)
+        self._end_and_forget(jail, self._discard)
 
     def _prune(self) -> None:
         """Drop ready jails that ended while they waited (killed from outside) or are too old (the lock is held)."""
@@ -230,12 +285,16 @@ class WarmPool:
                     self._ready.setdefault(kind, collections.deque()).append(jail)
                 self._lock.notify_all()
 
+    def _total(self) -> int:
+        """Jails ready or running, of every kind."""
+        return sum(len(ready) for ready in self._ready.values()) + sum(self._busy.values())
+
     def _wanted(self) -> Hashable | None:
-        """The most recently used kind short of jails, while the pool is under its total cap."""
-        if sum(len(ready) for ready in self._ready.values()) >= 2 * self._per_kind:
+        """The most recently used kind short of jails (ready and busy), while the pool is under its total cap."""
+        if self._total() >= 2 * self._per_kind:
             return None
         for kind in sorted(self._last_used, key=self._last_used.__getitem__, reverse=True):
-            if len(self._ready.get(kind, ())) < self._per_kind:
+            if len(self._ready.get(kind, ())) + self._busy[kind] < self._per_kind:
                 return kind
         return None
 
@@ -250,23 +309,51 @@ def _logged(fn: Callable[..., object], *args: object) -> None:
 # --- the host's half of the launcher protocol (services/sandbox/launcher.py) ----------------------------------
 
 
-def send_run(jail: PreparedJail, request: Mapping[str, object], stdin_fd: int) -> None:
-    """The run's request, as marshal data (the launcher reads it without importing a parser; plain str, int,
-    float, list and None values, which every Python's marshal reads alike), with its stdin fd."""
-    socket.send_fds(jail.channel, [marshal.dumps(dict(request), 4)], [stdin_fd])
+def send_run(jail: PreparedJail, request: Mapping[str, object], fds: list[int]) -> None:
+    """The run's request, as marshal data (the zygote reads it without importing a parser; plain str, int,
+    float, list and None values, which every Python's marshal reads alike), with its fds: stdin, stdout, stderr,
+    the run's reply socket and, for the harness, the result channel."""
+    socket.send_fds(jail.channel, [marshal.dumps(dict(request), 4)], fds)
 
 
-_RUN_REPORT = re.compile(rb"R (\d+(?:\.\d+)?(?:e-?\d+)?) (exit|signal) (\d{1,3})")
-_LAUNCHER_CPU = re.compile(rb"L (\d+(?:\.\d+)?(?:e-?\d+)?)")
+_NUMBER = rb"(\d+(?:\.\d+)?(?:e-?\d+)?)"
+_RUN_REPORT = re.compile(rb"R " + _NUMBER + rb" (exit|signal) (\d{1,3})")
+_LAUNCHER_CPU = re.compile(rb"L " + _NUMBER)
+_RUN_DONE = re.compile(rb"D " + _NUMBER + rb" " + _NUMBER + rb" (exit|signal) (\d{1,3})")
+_SETUP_FAILED = re.compile(rb"F " + _NUMBER)
 
 
-def read_reply(jail: PreparedJail) -> LaunchReply | None:
-    """The launcher's answer (launcher._reply), read once the jail has ended (it is waiting in the socket by
-    then), or None if it ended without one (killed first, or it never started). Parsed strictly."""
-    jail.channel.setblocking(False)
+def read_done(jail: PreparedJail) -> RunDone | None:
+    """The zygote's answer after a run (launcher._serve), or None if there is none (the jail ended first).
+    Parsed strictly."""
+    data = _receive_now(jail.channel)
+    if data is None:
+        return None
+    if _SETUP_FAILED.fullmatch(data):
+        return RunDone(failed=True)
+    done = _RUN_DONE.fullmatch(data)
+    if done is None:
+        return None
+    total, setup, number = float(done[1]), float(done[2]), int(done[4])
+    if done[3] == b"signal":
+        return RunDone(total_cpu_s=total, setup_cpu_s=setup, signal=number)
+    return RunDone(total_cpu_s=total, setup_cpu_s=setup, exit_code=number)
+
+
+def _receive_now(channel: socket.socket) -> bytes | None:
+    """One message already waiting on `channel`, or None."""
     try:
-        data = jail.channel.recv(MAX_REPLY)
+        data = channel.recv(MAX_REPLY, socket.MSG_DONTWAIT)
     except OSError:
+        return None
+    return data or None
+
+
+def read_reply(reply: socket.socket) -> LaunchReply | None:
+    """A run's answer (launcher._reply), read once the run has ended (it is waiting in the socket by then), or
+    None if it ended without one (killed first, or its setup failed). Parsed strictly."""
+    data = _receive_now(reply)
+    if data is None:
         return None
     if data.startswith(b"E"):
         return LaunchReply(syntax_error=data[1:].decode("utf-8", "replace"))
@@ -311,6 +398,14 @@ def write_program(files: dict[str, bytes], slot: Path) -> None:
         os.chmod(slot / name, 0o644)
 
 
+def make_run_dir(slot: Path) -> Path:
+    """A fresh, empty folder in a jail's /prog for one run's program (random name: it says nothing)."""
+    run_dir = slot / secrets.token_hex(8)
+    run_dir.mkdir(mode=0o755)
+    run_dir.chmod(0o755)
+    return run_dir
+
+
 def make_slot(root: Path) -> Path:
     """A fresh, empty directory for one jail's /prog. Its name is random only: the jail can read it in
     /proc/self/mountinfo, so it says nothing (not this process's pid, nor how many runs came before)."""
@@ -331,23 +426,26 @@ def remove_stale_slots(root: Path) -> None:
                     shutil.rmtree(entry.path, ignore_errors=True)
 
 
-def end_jail(pid: int, pidfd: int, *, grace_s: float) -> None:
-    """Reap a jail that was told to end (its channel closed); after `grace_s`, SIGTERM nsjail (it kills the jail
-    and removes its cgroups), and SIGKILL as the last resort."""
+def end_jail(pid: int, pidfd: int, *, grace_s: float) -> int | None:
+    """Reap a jail that was told to end (its channel closed) or is ending; after `grace_s`, SIGTERM nsjail (it
+    kills the jail and removes its cgroups), and SIGKILL as the last resort. Returns nsjail's wait status (None if
+    it was reaped elsewhere)."""
     for signum, wait_s in ((None, grace_s), (signal.SIGTERM, 2.0), (signal.SIGKILL, None)):
         if signum is not None:
             with contextlib.suppress(ProcessLookupError):
                 signal.pidfd_send_signal(pidfd, signum)
         if wait_s is None:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-            return
+            try:
+                return os.waitpid(pid, 0)[1]
+            except ChildProcessError:
+                return None
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
+                done, status = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
-                return  # reaped already
+                return None  # reaped already
             if done:
-                return
+                return status
             time.sleep(0.002)
+    return None

@@ -18,7 +18,17 @@ import pytest
 
 from executor.run import Executor
 from services.kernel.contracts import Limits, TestCase
-from tests.executor.conftest import FAST, SUM_SOURCES, dispose, make_executor, our_cgroups, processes_of, run, settle
+from tests.executor.conftest import (
+    FAST,
+    SHORT_WALL,
+    SUM_SOURCES,
+    dispose,
+    make_executor,
+    our_cgroups,
+    processes_of,
+    run,
+    settle,
+)
 
 SANDBOX_UID = 64125
 
@@ -46,16 +56,17 @@ async def leave_then_look(executor: Executor, leave: str, look: str) -> str:
     return looked[0]
 
 
-async def test_runs_are_served_by_pre_made_jails(executor: Executor) -> None:
+async def test_runs_are_served_by_reusable_jails(executor: Executor) -> None:
     await stdout_of(executor, "print('hello')\n")
     settle(executor)
     waiting, _ = executor.sandbox.waiting_jails()
     assert waiting, "the pool keeps jails ready for the next run"
-    # The next run takes one of them: afterwards that jail is gone and another waits in its place.
-    await stdout_of(executor, "print('again')\n")
+    # The next runs take them and give them back: the same jails serve run after run.
+    for _ in range(3):
+        await stdout_of(executor, "print('again')\n")
     settle(executor)
     after, _ = executor.sandbox.waiting_jails()
-    assert waiting - after and after - waiting
+    assert after == waiting
 
 
 async def test_files_written_by_one_run_are_not_seen_by_the_next(executor: Executor) -> None:
@@ -248,3 +259,114 @@ async def test_the_pool_stays_small_whatever_limits_requests_carry(executor: Exe
     waiting, cgroups = executor.sandbox.waiting_jails()
     assert len(cgroups) == len(waiting)
     assert processes_of(SANDBOX_UID, executor) == []
+
+
+# --- reuse: what a run could use to reach the runs after it in the same jail ----------------------------------
+
+
+async def test_a_run_holds_no_privilege_and_can_make_no_namespace_or_mount(executor: Executor) -> None:
+    """The zygote may unshare and mount; a run may not: every capability is dropped (bounding set included) and a
+    second seccomp filter forbids again what the jail's policy allowed the zygote. Unmounting the run's /box would
+    uncover the zygote's: refused too."""
+    look = """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+        caps = {int(status[name].strip(), 16) for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
+        refused = []
+        def eperm(result):
+            refused.append(result == -1 and ctypes.get_errno() == 1)
+        for flags in (0x00020000, 0x10000000, 0x08000000, 0x20000000, 0x40000000, 0x04000000):
+            eperm(libc.unshare(flags))  # mount, user, IPC, PID, network, UTS namespaces
+        eperm(libc.mount(b"tmpfs", b"/box", b"tmpfs", 0, None))
+        eperm(libc.umount2(b"/box", 2))
+        eperm(libc.umount2(b"/tmp", 2))
+        eperm(libc.syscall(430, b"tmpfs", 0))  # fsopen
+        eperm(libc.syscall(428, -100, b"/box", 1))  # open_tree
+        print(sorted(caps), status["Seccomp"].strip(), status["Seccomp_filters"].strip(), refused.count(False))
+    """
+    assert await stdout_of(executor, look) == "[0] 2 2 0\n"
+
+
+async def test_sysv_ipc_objects_do_not_reach_the_next_run(executor: Executor) -> None:
+    leave = """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        shm = libc.shmget(0x7472, 4096, 0o1666)  # IPC_CREAT | 0666
+        queue = libc.msgget(0x7472, 0o1666)
+        semaphores = libc.semget(0x7472, 1, 0o1666)
+        assert min(shm, queue, semaphores) >= 0, ctypes.get_errno()
+        address = libc.shmat(shm, None, 0)
+        ctypes.memmove(address, b"left by an earlier run", 22)
+    """
+    look = """
+        counts = [len(open(f"/proc/sysvipc/{kind}").read().splitlines()) - 1 for kind in ("shm", "msg", "sem")]
+        print(counts)
+    """
+    assert await leave_then_look(executor, leave, look) == "[0, 0, 0]\n"
+
+
+async def test_a_run_sees_its_own_processes_only_and_learns_no_count_of_runs(executor: Executor) -> None:
+    """Each run has a PID namespace of its own: its supervisor is PID 1, the program PID 2, in every run."""
+    look = """
+        import os
+        print(os.getpid(), os.getppid(), sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+    """
+    outputs = {await stdout_of(executor, look) for _ in range(4)}
+    assert outputs == {"2 1 [1, 2]\n"}
+
+
+async def test_memory_peak_is_each_runs_own(executor: Executor) -> None:
+    hog = await run(executor, "python", "x = bytearray(80 << 20)\nx[::4096] = b'1' * len(x[::4096])\n")
+    assert hog.verdict == "AC" and hog.tests[0].memory_kb > 80 * 1024
+    small = await run(executor, "python", "print(1)\n")
+    assert small.verdict == "AC" and small.tests[0].memory_kb < 40 * 1024
+
+
+async def test_a_jail_whose_run_was_stopped_is_not_reused(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A run stopped from outside (the wall clock, an output flood) ends its whole jail: it may have left
+    anything behind, so no other run enters it. (One slot: one jail per kind, so the run's jail is known.)"""
+    single = make_executor(tmp_path_factory.mktemp("warm-stopped"), sandbox_uid=SANDBOX_UID + 2, slots=1)
+    stopped_runs = [
+        ("import time\ntime.sleep(30)\n", SHORT_WALL, "TLE"),
+        ("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", SHORT_WALL, "OLE"),
+    ]
+    try:
+        for source, limits, verdict in stopped_runs:
+            await stdout_of(single, "print(1)\n", limits=limits)
+            await stdout_of(single, "print(2)\n", limits=limits)
+            settle(single)
+            before, _ = single.sandbox.waiting_jails()
+            assert len(before) == 1, "one jail served both runs"
+            outcome = await run(single, "python", source, limits=limits)
+            assert outcome.verdict == verdict
+            settle(single)
+            after, _ = single.sandbox.waiting_jails()
+            assert len(after) == 1 and after != before, "the stopped run's jail was replaced"
+    finally:
+        dispose(single)
+    assert processes_of(SANDBOX_UID + 2) == []
+
+
+async def test_function_mode_runs_share_nothing_through_a_reused_jail(executor: Executor) -> None:
+    """The harness runs in each run's own first process: a candidate that patches everything it can reach
+    leaves nothing for the next candidate in the same jail."""
+    poison = """
+        import builtins, sys
+        builtins.len = lambda x: 0
+        sys.modules["json"] = None
+        def add(a, b):
+            return a + b
+    """
+    honest = "def add(a, b):\n    return a + b + len([])\n"
+    for source in (poison, poison, honest, honest):
+        # A poisoned candidate breaks its own process (its reply cannot be encoded): RE, never AC.
+        outcome = await run(
+            executor,
+            "python",
+            textwrap.dedent(source),
+            [TestCase(input=[1, 2], expected=3)],
+            mode="function",
+            entry_point="add",
+        )
+        assert outcome.verdict == ("RE" if source is poison else "AC"), outcome
