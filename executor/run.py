@@ -301,10 +301,10 @@ class Executor:
                 processes=limits.processes + lang.extra_processes + int(function_mode),
                 readonly_mounts=lang.extra_readonly_mounts,
                 with_harness=function_mode,
-                # Python runs in pre-made jails, whose launcher is the warm interpreter itself. A compiled
-                # program does not: a Python launcher in front of a 1 ms C program would cost more CPU than the
-                # jail it saves (docs/performance.md), so nsjail starts it directly, as before.
-                warm=lang.id == Language.PYTHON,
+                # Every test runs in a reusable jail (services/sandbox/warm.py): the zygote forks the run into
+                # fresh namespaces; a Python program runs in that fork of the warm interpreter, anything else is
+                # exec'd there.
+                warm=True,
             )
             argv = lang.run_argv(main=program.main, memory_mb=limits.memory_mb, function_mode=function_mode)
             output_limit = limits.output_kb * 1024

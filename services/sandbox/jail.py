@@ -114,6 +114,9 @@ SECCOMP_POLICY = _POLICY_TEMPLATE.replace("{unshare}", "unshare, ").replace("{mo
 # and forbids both again with a seccomp filter of its own before anything of the run's executes.
 ZYGOTE_SECCOMP_POLICY = _POLICY_TEMPLATE.replace("{unshare}", "unshare(flags) { (flags & 0xffffffffd7fdffff) != 0 }, ")
 ZYGOTE_SECCOMP_POLICY = ZYGOTE_SECCOMP_POLICY.replace("{mount}", "")
+# Room a reusable jail that execs its programs keeps for its zygote (a Python interpreter): each run gets its own
+# memory limit on top of what the idle jail uses (Sandbox._run_in).
+ZYGOTE_MEMORY_MB = 64
 # What the zygote keeps of root's powers in the jail's user namespace (nothing outside it): mounting and making
 # namespaces (CAP_SYS_ADMIN), and emptying a run's bounding set (CAP_SETPCAP).
 ZYGOTE_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
@@ -475,9 +478,15 @@ class _RunCgroups:
             log.warning("cannot read the peak memory of %s: %s", self.paths[0], exc)
             return None
 
-    def reset_peak(self) -> None:
-        """Start a new peak from the current usage (a reusable jail, between runs)."""
-        (self.paths[0] / "memory.max_usage_in_bytes").write_text("0")
+    def start_run(self, limit_mb: int | None) -> int:
+        """Between runs of a reusable jail: start a new peak from the current usage and return that usage in KiB;
+        with `limit_mb`, let the next run add at most that much to it."""
+        memory = self.paths[0]
+        (memory / "memory.max_usage_in_bytes").write_text("0")
+        usage = int((memory / "memory.usage_in_bytes").read_text())
+        if limit_mb is not None:
+            (memory / "memory.limit_in_bytes").write_text(str(usage + limit_mb * 1024 * 1024))
+        return usage // 1024
 
     def remove(self) -> None:
         for path in self.paths:
@@ -676,7 +685,15 @@ class Sandbox:
         # Beside the run in its jail: the zygote and the run's setup process, and for a run that is not the
         # harness its first process, the supervisor.
         extra = 2 + int("--preload" not in launcher_argv)
-        profile = replace(profile, processes=profile.processes + extra)
+        # A Python run is a fork of the zygote's interpreter: that interpreter's memory is the run's, as a cold
+        # run's interpreter would be. An exec'd program (C, C++, the JVM) owes nothing to the zygote: its jail gets
+        # room for the zygote, and each run is limited to, and measured as, what it adds to the idle jail.
+        exact_memory_mb = profile.memory_mb if script is None else None
+        profile = replace(
+            profile,
+            processes=profile.processes + extra,
+            memory_mb=profile.memory_mb + (ZYGOTE_MEMORY_MB if script is None else 0),
+        )
         kind = (profile, launcher_argv)
         request: dict[str, object] = {
             "argv": argv,
@@ -697,6 +714,7 @@ class Sandbox:
                         program_dir,
                         program_files,
                         profile,
+                        exact_memory_mb,
                         control,
                         stdout_limit=stdout_limit,
                         stderr_limit=stderr_limit,
@@ -719,6 +737,7 @@ class Sandbox:
         program_dir: Path | None,
         program_files: dict[str, bytes] | None,
         profile: JailProfile,
+        exact_memory_mb: int | None,
         control: RunControl,
         *,
         stdout_limit: int,
@@ -728,7 +747,8 @@ class Sandbox:
         result_limit: int,
     ) -> RunResult:
         """One run in a reusable jail taken from the pool; the jail goes back to the pool only if the run ended
-        cleanly (the zygote reported it over, with every process of it gone)."""
+        cleanly (the zygote reported it over, with every process of it gone). With `exact_memory_mb` the run may
+        add that much to the idle jail's memory, and its peak is what it added."""
         assert self._warm is not None
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -743,7 +763,7 @@ class Sandbox:
                     warm.link_program(program_dir, run_dir)
                 else:
                     warm.write_program(program_files or {}, run_dir)
-                jail.cgroups.reset_peak()
+                baseline_kb = jail.cgroups.start_run(exact_memory_mb)
                 fds = [stdin_fd, out_w, err_w, jail_reply.fileno(), *([res_w] if res_w is not None else [])]
                 try:
                     warm.send_run(jail, {**request, "dir": run_dir.name}, fds)
@@ -789,7 +809,7 @@ class Sandbox:
         done = warm.read_done(jail) if ended else None
         peak_kb = jail.cgroups.peak_kb()
         if peak_kb is not None:
-            result.memory_kb = peak_kb
+            result.memory_kb = max(0, peak_kb - baseline_kb) if exact_memory_mb is not None else peak_kb
         stopped = result.wall_timeout or result.cancelled or result.stdout_overflow or result.stderr_overflow
         if done is not None and not done.failed and not stopped:
             _fill_from_replies(result, reply, done)

@@ -46,6 +46,7 @@ If the host goes away (the channel reads EOF), the zygote ends the jail.
 import _socket
 import builtins
 import ctypes
+import gc
 import io
 import marshal
 import math
@@ -284,6 +285,46 @@ def _end_jail() -> NoReturn:
     os._exit(0)
 
 
+class _Confinement:
+    """What a run's first process does to itself before the run: prepared once in the zygote (libseccomp loaded,
+    the filter built), applied in each run's process (`apply`)."""
+
+    def __init__(self) -> None:
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        with open("/proc/sys/kernel/cap_last_cap", "rb") as handle:
+            self.last_capability = int(handle.read())
+        self.seccomp = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+        self.seccomp.seccomp_init.restype = ctypes.c_void_p
+        self.seccomp.seccomp_init.argtypes = [ctypes.c_uint32]
+        self.seccomp.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint]
+        self.seccomp.seccomp_load.argtypes = [ctypes.c_void_p]
+        self.seccomp.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+        self.context = self.seccomp.seccomp_init(_SCMP_ACT_ALLOW)
+        if not self.context:
+            raise OSError("seccomp_init failed")
+        for name in _RUN_FORBIDDEN_SYSCALLS:
+            number = self.seccomp.seccomp_syscall_resolve_name(name.encode())
+            if number < 0:
+                raise OSError(f"libseccomp does not know {name}")
+            rule = self.seccomp.seccomp_rule_add(self.context, _SCMP_ACT_ERRNO_EPERM, number, 0)
+            _check(rule, f"seccomp rule {name}")
+
+    def apply(self) -> None:
+        """No capability left in any set (checked, not assumed), then the run's own seccomp filter, stacked on
+        the jail's: every call in _RUN_FORBIDDEN_SYSCALLS fails with EPERM."""
+        libc = self.libc
+        for capability in range(self.last_capability + 1):
+            _check(libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0), "PR_CAPBSET_DROP")
+        _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "PR_CAP_AMBIENT_CLEAR_ALL")
+        header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+        _check(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
+        left = (ctypes.c_uint32 * 6)()
+        _check(libc.capget(header, left), "capget")
+        if any(left):
+            raise OSError("a capability is left")
+        _check(self.seccomp.seccomp_load(self.context), "seccomp_load")
+
+
 def main() -> tuple[str, types.CodeType, list[str]] | None:
     """Serve runs until the host goes away. Returns (path, code, argv) in a run's process that is to run a Python
     program in this interpreter (the caller runs it at module level, so as few frames as possible sit under it)."""
@@ -295,19 +336,30 @@ def main() -> tuple[str, types.CodeType, list[str]] | None:
         os._exit(70)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     compiled = _preload(sys.argv)
+    # Everything the zygote holds goes to the collector's permanent generation: a run's collections (and its
+    # interpreter's at exit) never walk these objects, so they never copy the pages they share with the zygote.
+    try:
+        confinement: _Confinement | None = _Confinement()
+    except (OSError, ValueError):
+        confinement = None  # every run's setup fails, and the host reports a sandbox failure
+    gc.freeze()
     channel = _socket.socket(fileno=CHANNEL_FD)
     while True:
         received = _receive_run(channel)
         if received is None:
             _end_jail()  # the host is gone (or sent nothing we can use): no run will come
         request, fds = received
-        run = _serve(channel, request, fds, compiled)
+        run = _serve(channel, request, fds, compiled, confinement)
         if run is not None:
             return run  # only in a run's process
 
 
 def _serve(
-    channel: _socket.socket, request: dict[str, object], fds: list[int], compiled: dict[str, types.CodeType]
+    channel: _socket.socket,
+    request: dict[str, object],
+    fds: list[int],
+    compiled: dict[str, types.CodeType],
+    confinement: _Confinement | None,
 ) -> tuple[str, types.CodeType, list[str]] | None:
     """In the zygote: one run, in a fork, reaped before the answer. Returns only in the run's own process."""
     status_r, status_w = os.pipe()
@@ -315,7 +367,7 @@ def _serve(
     setup = os.fork()
     if setup == 0:
         os.close(status_r)
-        return _setup_run(channel, request, fds, status_w, compiled)
+        return _setup_run(channel, request, fds, status_w, compiled, confinement)
     for fd in fds:
         os.close(fd)
     os.close(status_w)
@@ -351,6 +403,7 @@ def _setup_run(
     fds: list[int],
     status_w: int,
     compiled: dict[str, types.CodeType],
+    confinement: _Confinement | None,
 ) -> tuple[str, types.CodeType, list[str]] | None:
     """In C, the run's setup process: fresh namespaces and file systems, then G. Returns only in the run."""
     try:
@@ -377,7 +430,7 @@ def _setup_run(
         os._exit(SETUP_FAILED)
     if run == 0:
         os.close(status_w)
-        return _enter_run(request, compiled)
+        return _enter_run(request, compiled, confinement)
     try:
         # By number: /proc is the run's now (G mounted it), where this process does not exist.
         for fd in range(len(fds)):
@@ -389,14 +442,15 @@ def _setup_run(
 
 
 def _enter_run(
-    request: dict[str, object], compiled: dict[str, types.CodeType]
+    request: dict[str, object], compiled: dict[str, types.CodeType], confinement: _Confinement | None
 ) -> tuple[str, types.CodeType, list[str]]:
     """In G, PID 1 of the run's namespace: its own /proc, no privilege left, the run's filter; then the run."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), "mount /proc")
-        _drop_capabilities(libc)
-        _forbid_namespaces()
+        if confinement is None:
+            raise OSError("the zygote could not prepare the run's confinement")
+        confinement.apply()
     except BaseException:
         os._exit(SETUP_FAILED)
     return _start(request, compiled, libc)
@@ -440,40 +494,6 @@ class _suppress_os_error:
 def _check(result: int, what: str) -> None:
     if result != 0:
         raise OSError(ctypes.get_errno(), what)
-
-
-def _drop_capabilities(libc: ctypes.CDLL) -> None:
-    """No capability left in any set; checked, not assumed."""
-    for capability in range(64):
-        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: none
-            raise OSError(ctypes.get_errno(), "PR_CAPBSET_DROP")
-    _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "PR_CAP_AMBIENT_CLEAR_ALL")
-    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()
-    _check(libc.capset(header, data), "capset")
-    with open("/proc/self/status", "rb") as handle:
-        for line in handle:
-            if line.startswith(b"Cap") and int(line.split()[1], 16) != 0:
-                raise OSError("a capability is left: " + line.decode())
-
-
-def _forbid_namespaces() -> None:
-    """The run's own seccomp filter (libseccomp), stacked on the jail's: every listed call fails with EPERM."""
-    seccomp = ctypes.CDLL("libseccomp.so.2", use_errno=True)
-    seccomp.seccomp_init.restype = ctypes.c_void_p
-    seccomp.seccomp_init.argtypes = [ctypes.c_uint32]
-    seccomp.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint]
-    seccomp.seccomp_load.argtypes = [ctypes.c_void_p]
-    seccomp.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    context = seccomp.seccomp_init(_SCMP_ACT_ALLOW)
-    if not context:
-        raise OSError("seccomp_init failed")
-    for name in _RUN_FORBIDDEN_SYSCALLS:
-        number = seccomp.seccomp_syscall_resolve_name(name.encode())
-        if number < 0:
-            raise OSError(f"libseccomp does not know {name}")
-        _check(seccomp.seccomp_rule_add(context, _SCMP_ACT_ERRNO_EPERM, number, 0), f"seccomp rule {name}")
-    _check(seccomp.seccomp_load(context), "seccomp_load")
 
 
 def _start(
