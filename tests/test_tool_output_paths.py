@@ -84,11 +84,9 @@ PROCESS_STARTERS = {
     ("asyncio", "create_subprocess_shell"),
 }
 REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
-    ("services/sandbox/jail.py", "_spawn_and_supervise", "posix_spawn"): (
-        "nsjail itself: everything untrusted runs in it"
-    ),
-    ("services/sandbox/jail.py", "_spawn_prepared", "posix_spawn"): (
-        "nsjail itself, for a pre-made jail: its first process is the launcher, inside the jail"
+    ("services/sandbox/jail.py", "_spawn", "posix_spawn"): (
+        "nsjail itself (a cold jail, or a reusable one whose first process is the zygote, launcher.py): everything "
+        "untrusted runs in it; its output reaches the host only through _collect's capped readers"
     ),
     ("executor/languages.py", "_output", "run"): (
         "the host's own gcc/g++/javac/java/python3 with version flags only: no tenant input; the first line of "
@@ -106,7 +104,7 @@ REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
 # Scripts that run inside a jail (as its first process, or started by one): what they fork or exec stays in the
 # jail, and what they read is the jail's own. Each is started only by a reviewed process start above.
 IN_JAIL_SCRIPTS = {
-    "services/sandbox/launcher.py",  # a pre-made jail's first process (Sandbox._spawn_prepared)
+    "services/sandbox/launcher.py",  # a reusable jail's zygote (Sandbox._spawn_prepared)
     "judge/pylint_warm.py",  # the warm lint supervisor, run by ToolJail as `python3 -c` inside the jail
 }
 

@@ -12,16 +12,16 @@ nothing outside it), and a seccomp policy that lets it unshare mount, IPC and PI
 (services/sandbox/jail.py). It is non-dumpable and deaf to signals from inside the jail. For each run it receives
 one message:
     {"argv": [...], "script": k | null, "check": path | null, "cpu_time_s": t, "dir": name, "tmpfs_mb": m}
-with five fds (stdin, stdout, stderr, the run's reply socket, and the result channel or a sixth of /dev/null's
-kind: see the host), forks the run's setup process C and closes its copies of them: Z never reads a run's data,
-so nothing in its memory belongs to any run, and a run forked from it inherits nothing of another's.
+with the run's fds (stdin, stdout, stderr, the run's reply socket and, in function mode, the result channel),
+forks the run's setup process C and closes its copies of them: Z never reads a run's data, so nothing in its
+memory belongs to any run, and a run forked from it inherits nothing of another's.
 
 C (the setup): unshares new mount, IPC and PID namespaces; mounts fresh tmpfs on /box and /tmp and the run's own
 program folder (`/prog/<dir>`, written by the host) read-only on /prog; then forks G and waits for it. When G, PID 1
 of the run's PID namespace, ends, the kernel has killed and reaped every other process of the run; C tells Z how G
 ended and what C itself cost, and exits. Z then reaps C, kills anything left, and answers the host on the channel:
     b"D <cpu of the whole run, from getrusage> <C's own cpu> exit|signal <G's status>"
-after which the jail is ready for the next run. The run's mount namespace (its tmpfs files), IPC namespace (SysV
+(or b"F <cpu>" if the setup failed before the run began), after which the jail is ready for the next run. The run's mount namespace (its tmpfs files), IPC namespace (SysV
 objects) and PID namespace (its processes) are gone by then.
 
 G (the run's first process): mounts /proc for the new PID namespace, drops every capability (bounding, ambient,
