@@ -52,7 +52,7 @@ JAIL_HOSTNAME = "tribunal"
 INSIDE_ID = 65534
 # Nothing from the host environment enters the jail (the platform's secrets live in env vars).
 JAIL_ENV = ("PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8")
-CGROUP_CONTROLLERS = ("memory", "pids", "cpu")
+CGROUP_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "NSJAIL"
 # Home of jail-visible files (builds, the harness), one directory per work root (see sandbox_visible_root).
@@ -109,17 +109,25 @@ _POLICY_TEMPLATE = (
 )
 SECCOMP_POLICY = _POLICY_TEMPLATE.replace("{unshare}", "unshare, ").replace("{mount}", "mount, ")
 # A reusable jail's zygote (services/sandbox/launcher.py) makes each run's namespaces and mounts itself: its jail's
-# policy lets it unshare mount, IPC and PID namespaces (flags within 0x28020000: never a user, network, UTS or
+# policy lets it unshare mount, IPC, PID and network namespaces (flags within 0x68020000: never a user, UTS or
 # cgroup one) and mount. Each run's first process drops every capability (without them the kernel refuses both)
 # and forbids both again with a seccomp filter of its own before anything of the run's executes.
-ZYGOTE_SECCOMP_POLICY = _POLICY_TEMPLATE.replace("{unshare}", "unshare(flags) { (flags & 0xffffffffd7fdffff) != 0 }, ")
+ZYGOTE_SECCOMP_POLICY = _POLICY_TEMPLATE.replace("{unshare}", "unshare(flags) { (flags & 0xffffffff97fdffff) != 0 }, ")
 ZYGOTE_SECCOMP_POLICY = ZYGOTE_SECCOMP_POLICY.replace("{mount}", "")
+# Between two runs a reusable jail's memory must come back to within this much of its idle figure, within this
+# long (Sandbox._run_in); a jail that does not is replaced. How long a new jail's zygote may take to start.
+SETTLE_SLACK_KB = 4096
+# CPU time of a run that its processes' getrusage did not report, below which it is taken for measurement noise.
+UNSEEN_CPU_FLOOR_S = 0.001
+SETTLE_WAIT_S = 0.25
+READY_TIMEOUT_S = 30.0
 # Room a reusable jail that execs its programs keeps for its zygote (a Python interpreter): each run gets its own
 # memory limit on top of what the idle jail uses (Sandbox._run_in).
 ZYGOTE_MEMORY_MB = 64
 # What the zygote keeps of root's powers in the jail's user namespace (nothing outside it): mounting and making
-# namespaces (CAP_SYS_ADMIN), and emptying a run's bounding set (CAP_SETPCAP).
-ZYGOTE_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
+# namespaces (CAP_SYS_ADMIN), bringing up a run's loopback interface (CAP_NET_ADMIN), and emptying a run's
+# bounding set (CAP_SETPCAP).
+ZYGOTE_CAPABILITIES = ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SETPCAP")
 
 _READ_CHUNK = 65536
 _LOG_CAP = 256 * 1024
@@ -237,7 +245,7 @@ def _fill_from_replies(result: RunResult, reply: warm.LaunchReply | None, done: 
         return
     if reply is not None and reply.run_cpu_s is not None:
         # A supervised run: the program's own ending, and the CPU time of every process of the run, precisely.
-        result.cpu_s = reply.run_cpu_s
+        result.cpu_s = reply.run_cpu_s + done.unseen_cpu_s
         result.exit_code, result.signal = reply.exit_code, reply.signal
         return
     if reply is None and done.exit_code == SETUP_FAILED:
@@ -246,8 +254,23 @@ def _fill_from_replies(result: RunResult, reply: warm.LaunchReply | None, done: 
     # The harness ran in the run's first process (or that process died before it answered): its ending, and the
     # run's CPU time but the setup's and what the first process used before the harness.
     before = reply.launcher_cpu_s if reply is not None and reply.launcher_cpu_s is not None else 0.0
-    result.cpu_s = max(0.0, done.total_cpu_s - done.setup_cpu_s - before)
+    result.cpu_s = max(0.0, done.total_cpu_s - done.setup_cpu_s - before) + done.unseen_cpu_s
     result.exit_code, result.signal = done.exit_code, done.signal
+
+
+def _own_cpu_ns(pid: int) -> int:
+    """CPU time a (single-threaded) process has used itself, in ns: the first field of /proc/PID/schedstat."""
+    with open(f"/proc/{pid}/schedstat", "rb") as handle:
+        return int(handle.read().split()[0])
+
+
+def _only_child(pid: int) -> int:
+    """The one child process of `pid` (nsjail's: the jail's first process)."""
+    with open(f"/proc/{pid}/task/{pid}/children", "rb") as handle:
+        children = handle.read().split()
+    if len(children) != 1:
+        raise RuntimeError(f"nsjail has {len(children)} children, not one")
+    return int(children[0])
 
 
 def _read_available(fd: int) -> bytes:
@@ -455,9 +478,11 @@ class _RunCgroups:
     also gather what a SIGKILLed nsjail would leave behind, for _remove_stale_cgroups to find.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, cpu_accounting: bool = False) -> None:
         self.name = name
-        self.paths = [CGROUP_ROOT / controller / CGROUP_PARENT / name for controller in ("memory", "pids")]
+        # A reusable jail also gets a cpuacct cgroup of its own (Sandbox._spawn_prepared moves its zygote there).
+        controllers = ("memory", "pids", "cpuacct") if cpu_accounting else ("memory", "pids")
+        self.paths = [CGROUP_ROOT / controller / CGROUP_PARENT / name for controller in controllers]
         self.nsjail_args = ["--cgroup_mem_parent", f"{CGROUP_PARENT}/{name}"]
         self.nsjail_args += ["--cgroup_pids_parent", f"{CGROUP_PARENT}/{name}"]
         created: list[Path] = []
@@ -478,15 +503,46 @@ class _RunCgroups:
             log.warning("cannot read the peak memory of %s: %s", self.paths[0], exc)
             return None
 
-    def start_run(self, limit_mb: int | None) -> int:
-        """Between runs of a reusable jail: start a new peak from the current usage and return that usage in KiB;
-        with `limit_mb`, let the next run add at most that much to it."""
+    def adopt(self, pid: int) -> None:
+        """Account the CPU time of `pid` and of every process it starts from now on to this jail."""
+        (self.paths[2] / "cgroup.procs").write_text(str(pid))
+
+    def cpu_ns(self) -> int:
+        """CPU time used by the processes of this jail's cpuacct cgroup, in ns (exited ones included, waited
+        for or not)."""
+        return int((self.paths[2] / "cpuacct.usage").read_text())
+
+    def usage_kb(self) -> int:
+        """The jail's memory now, in KiB."""
+        return int((self.paths[0] / "memory.usage_in_bytes").read_text()) // 1024
+
+    def start_run(self, limit_kb: int | None) -> None:
+        """Before a run of a reusable jail: a new peak from the current usage, and `limit_kb` (if given) as the
+        jail's limit for the run."""
         memory = self.paths[0]
         (memory / "memory.max_usage_in_bytes").write_text("0")
-        usage = int((memory / "memory.usage_in_bytes").read_text())
-        if limit_mb is not None:
-            (memory / "memory.limit_in_bytes").write_text(str(usage + limit_mb * 1024 * 1024))
-        return usage // 1024
+        if limit_kb is not None:
+            (memory / "memory.limit_in_bytes").write_text(str(limit_kb * 1024))
+
+    def settle(self, target_kb: int, wait_s: float) -> bool:
+        """After a run of a reusable jail: bring its memory back to `target_kb` (the idle jail's, with some slack)
+        by lowering its limit there, so the kernel reclaims what the run left reclaimable (page cache), waiting up
+        to `wait_s` for memory the kernel frees late (a run's IPC namespace, fds in flight on its sockets). False
+        if the memory stays above: the jail must not serve another run. The limit is lifted again either way."""
+        limit = self.paths[0] / "memory.limit_in_bytes"
+        deadline = time.monotonic() + wait_s
+        try:
+            while self.usage_kb() > target_kb:
+                try:
+                    limit.write_text(str(target_kb * 1024))
+                    return True
+                except OSError:  # EBUSY: not (yet) reclaimable
+                    if time.monotonic() >= deadline:
+                        return False
+                    time.sleep(0.005)
+            return True
+        finally:
+            limit.write_text("-1")
 
     def remove(self) -> None:
         for path in self.paths:
@@ -512,7 +568,7 @@ def _remove_cgroup(path: Path) -> None:
 
 def _remove_stale_cgroups() -> None:
     """Per-run cgroups left by a worker that died mid-run (named tribunal-<pid>-<n>)."""
-    for controller in ("memory", "pids"):
+    for controller in ("memory", "pids", "cpuacct"):
         for entry in (CGROUP_ROOT / controller / CGROUP_PARENT).glob("tribunal-*-*"):
             pid = entry.name.split("-")[1]
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
@@ -694,7 +750,7 @@ class Sandbox:
             processes=profile.processes + extra,
             memory_mb=profile.memory_mb + (ZYGOTE_MEMORY_MB if script is None else 0),
         )
-        kind = (profile, launcher_argv)
+        kind = (profile, launcher_argv, exact_memory_mb is not None)
         request: dict[str, object] = {
             "argv": argv,
             "script": script,
@@ -747,15 +803,80 @@ class Sandbox:
         result_limit: int,
     ) -> RunResult:
         """One run in a reusable jail taken from the pool; the jail goes back to the pool only if the run ended
-        cleanly (the zygote reported it over, with every process of it gone). With `exact_memory_mb` the run may
-        add that much to the idle jail's memory, and its peak is what it added."""
+        cleanly (the zygote reported it over, with every process of it gone) and its memory came back to idle.
+        With `exact_memory_mb` the run may add that much to the idle jail, and its peak is what it added."""
         assert self._warm is not None
+        floor_kb = jail.idle_kb + jail.overhead_kb
+        try:
+            result, reply, done, run_dir = self._exchange(
+                jail,
+                request,
+                stdin_fd,
+                program_dir,
+                program_files,
+                profile,
+                None if exact_memory_mb is None else floor_kb + exact_memory_mb * 1024,
+                control,
+                stdout_limit=stdout_limit,
+                stderr_limit=stderr_limit,
+                stdout_keep=stdout_keep,
+                stderr_keep=stderr_keep,
+                result_limit=result_limit,
+            )
+        except BaseException:
+            self._warm.retire(jail, self._discard_prepared)
+            raise
+        if exact_memory_mb is not None:
+            result.memory_kb = max(0, result.memory_kb - floor_kb)
+        stopped = result.wall_timeout or result.cancelled or result.stdout_overflow or result.stderr_overflow
+        if done is not None and not done.failed and not stopped:
+            _fill_from_replies(result, reply, done)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            if jail.cgroups.settle(jail.idle_kb + SETTLE_SLACK_KB, SETTLE_WAIT_S):
+                self._warm.give_back(jail)
+            else:
+                log.info("a reusable jail kept memory after its run; replacing it")
+                self._warm.retire(jail, self._discard_prepared)
+            return result
+        if done is not None and done.failed:
+            result.jail_error = "the reusable jail could not set up the run"
+        elif done is not None:
+            _fill_from_replies(result, reply, done)
+        elif stopped:
+            result.signal = signal.SIGKILL  # we stopped the jail before the run ended
+        else:
+            # The jail ended by itself mid-run (its zygote was OOM-killed, or nsjail was killed or hit its
+            # lifetime): nsjail's log says how, as for a cold run.
+            status = warm.end_jail(jail.pid, jail.pidfd, grace_s=_TERM_GRACE_S)
+            _read_status(result, _read_available(jail.log_r), status if status is not None else 0)
+        self._warm.retire(jail, self._discard_prepared)
+        return result
+
+    def _exchange(
+        self,
+        jail: warm.PreparedJail,
+        request: dict[str, object],
+        stdin_fd: int,
+        program_dir: Path | None,
+        program_files: dict[str, bytes] | None,
+        profile: JailProfile,
+        limit_kb: int | None,
+        control: RunControl,
+        *,
+        stdout_limit: int,
+        stderr_limit: int,
+        stdout_keep: int,
+        stderr_keep: tuple[int, int],
+        result_limit: int,
+    ) -> tuple[RunResult, warm.LaunchReply | None, warm.RunDone | None, Path]:
+        """Hand a run to a jail's zygote and collect it: the result with the jail's memory peak (from `limit_kb`
+        as the jail's limit, if given), the run's reply, the zygote's answer (None if the jail ended first) and
+        the run's program folder. Raises _JailGone if the jail could not take the run."""
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         res_r, res_w = os.pipe() if profile.with_harness else (None, None)
         host_reply, jail_reply = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         readers = [fd for fd in (out_r, err_r, res_r) if fd is not None]
-        run_dir: Path | None = None
         try:
             try:
                 run_dir = warm.make_run_dir(jail.slot)
@@ -763,7 +884,8 @@ class Sandbox:
                     warm.link_program(program_dir, run_dir)
                 else:
                     warm.write_program(program_files or {}, run_dir)
-                baseline_kb = jail.cgroups.start_run(exact_memory_mb)
+                jail.cgroups.start_run(limit_kb)
+                cpu_before_ns = jail.cgroups.cpu_ns() - _own_cpu_ns(jail.zygote_pid)
                 fds = [stdin_fd, out_w, err_w, jail_reply.fileno(), *([res_w] if res_w is not None else [])]
                 try:
                     warm.send_run(jail, {**request, "dir": run_dir.name}, fds)
@@ -778,7 +900,6 @@ class Sandbox:
             for fd in readers:
                 os.close(fd)
             host_reply.close()
-            self._warm.retire(jail, self._discard_prepared)
             raise
         jail.runs += 1
         started = time.monotonic()
@@ -809,38 +930,59 @@ class Sandbox:
         done = warm.read_done(jail) if ended else None
         peak_kb = jail.cgroups.peak_kb()
         if peak_kb is not None:
-            result.memory_kb = max(0, peak_kb - baseline_kb) if exact_memory_mb is not None else peak_kb
-        stopped = result.wall_timeout or result.cancelled or result.stdout_overflow or result.stderr_overflow
-        if done is not None and not done.failed and not stopped:
+            result.memory_kb = peak_kb
+        if done is not None and not done.failed:
+            # Every process of the run ran in the jail's cpuacct cgroup, the zygote's own share aside. What the
+            # zygote's getrusage did not see (processes nobody waited for: a program that ignores SIGCHLD has its
+            # children reaped by the kernel, their CPU time with them) is the run's too.
+            run_ns = jail.cgroups.cpu_ns() - _own_cpu_ns(jail.zygote_pid) - cpu_before_ns
+            unseen_s = run_ns / 1e9 - done.total_cpu_s
+            if unseen_s > UNSEEN_CPU_FLOOR_S:
+                done = replace(done, unseen_cpu_s=unseen_s)
+        return result, reply, done, run_dir
+
+    def _calibrate(self, jail: warm.PreparedJail, profile: JailProfile) -> None:
+        """What an exec'd run costs the jail beyond its program (the setup process and the supervisor, copies of
+        the zygote): measured once with an empty program, and subtracted from every run's peak."""
+        stdin_fd = _sealed_memfd(b"")
+        try:
+            result, reply, done, run_dir = self._exchange(
+                jail,
+                {"argv": ["/usr/bin/true"], "script": None, "check": None, "cpu_time_s": 1, "tmpfs_mb": 1},
+                stdin_fd,
+                None,
+                {},
+                profile,
+                None,
+                RunControl(),
+                stdout_limit=4096,
+                stderr_limit=4096,
+                stdout_keep=0,
+                stderr_keep=(0, 0),
+                result_limit=0,
+            )
+        finally:
+            os.close(stdin_fd)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if done is not None and not done.failed:
             _fill_from_replies(result, reply, done)
-            shutil.rmtree(run_dir, ignore_errors=True)
-            self._warm.give_back(jail)
-            return result
-        if done is not None and done.failed:
-            result.jail_error = "the reusable jail could not set up the run"
-        elif done is not None:
-            _fill_from_replies(result, reply, done)
-        elif stopped:
-            result.signal = signal.SIGKILL  # we stopped the jail before the run ended
-        else:
-            # The jail ended by itself mid-run (its zygote was OOM-killed, or nsjail was killed or hit its
-            # lifetime): nsjail's log says how, as for a cold run.
-            status = warm.end_jail(jail.pid, jail.pidfd, grace_s=_TERM_GRACE_S)
-            _read_status(result, _read_available(jail.log_r), status if status is not None else 0)
-        self._warm.retire(jail, self._discard_prepared)
-        return result
+        if done is None or done.failed or result.exit_code != 0:
+            raise RuntimeError("a reusable jail failed its calibration run")
+        jail.overhead_kb = max(0, result.memory_kb - jail.idle_kb)
+        if not jail.cgroups.settle(jail.idle_kb + SETTLE_SLACK_KB, SETTLE_WAIT_S):
+            raise RuntimeError("a reusable jail kept memory after its calibration run")
 
     def _spawn_prepared(self, kind: Hashable) -> warm.PreparedJail:
         """Create a jail whose zygote waits for runs (called by the pool, usually on its own thread)."""
         assert self._slots_root is not None and self._launcher is not None
-        profile, launcher_argv = cast(tuple[JailProfile, tuple[str, ...]], kind)
+        profile, launcher_argv, execs = cast(tuple[JailProfile, tuple[str, ...], bool], kind)
         slot = warm.make_slot(self._slots_root)
         env = {PROGRAM_DIR_ENV: str(slot), LAUNCHER_ENV: str(self._launcher)}
         if profile.with_harness:
             if self._warm_harness is None:
                 raise ValueError("this profile mounts the harness, but the warm pool has none")
             env[HARNESS_ENV] = str(self._warm_harness)
-        cgroups = _RunCgroups(f"tribunal-{os.getpid()}-{secrets.token_hex(8)}")
+        cgroups = _RunCgroups(f"tribunal-{os.getpid()}-{secrets.token_hex(8)}", cpu_accounting=True)
         host_end, jail_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         err_r, err_w = os.pipe()
@@ -870,7 +1012,7 @@ class Sandbox:
             jail_end.close()
             for fd in (null, err_w, log_w):
                 os.close(fd)
-        return warm.PreparedJail(
+        jail = warm.PreparedJail(
             kind=kind,
             pid=pid,
             pidfd=pidfd,
@@ -880,6 +1022,17 @@ class Sandbox:
             cgroups=cgroups,
             slot=slot,
         )
+        try:
+            warm.await_ready(jail, READY_TIMEOUT_S)
+            jail.zygote_pid = _only_child(pid)
+            cgroups.adopt(jail.zygote_pid)
+            jail.idle_kb = cgroups.usage_kb()
+            if execs:
+                self._calibrate(jail, profile)
+        except BaseException:
+            self._discard_prepared(jail)
+            raise
+        return jail
 
     def _discard_prepared(self, jail: warm.PreparedJail) -> None:
         """End a reusable jail: closing the channel makes its zygote end the jail (nsjail is signalled if not)."""

@@ -5,24 +5,26 @@ interpreter are off the critical path; then it serves run after run, each in fre
 Invocation:  python3 <flags> launcher.py [--preload SCRIPT]
              <flags> are the runs' own interpreter flags (-I, -S, -B), so a Python run happens in a fork of this
              interpreter; --preload compiles a fixed script (the function-mode harness) ahead of time.
-fd 0:        the channel, one end of an AF_UNIX SOCK_SEQPACKET pair; the host holds the other.
+fd 0:        the channel, one end of an AF_UNIX SOCK_SEQPACKET pair; the host holds the other. The zygote says
+             b"ready" on it once it has started (the host measures the idle jail then).
 
-The zygote (Z) is the jail's PID 1. nsjail gave it CAP_SYS_ADMIN and CAP_SETPCAP in the jail's user namespace (and
-nothing outside it), and a seccomp policy that lets it unshare mount, IPC and PID namespaces and mount
-(services/sandbox/jail.py). It is non-dumpable and deaf to signals from inside the jail. For each run it receives
-one message:
+The zygote (Z) is the jail's PID 1. nsjail gave it CAP_SYS_ADMIN, CAP_NET_ADMIN and CAP_SETPCAP in the jail's user
+namespace (and nothing outside it), and a seccomp policy that lets it unshare mount, IPC, PID and network namespaces
+and mount (services/sandbox/jail.py). It is non-dumpable and deaf to signals from inside the jail. For each run it
+receives one message:
     {"argv": [...], "script": k | null, "check": path | null, "cpu_time_s": t, "dir": name, "tmpfs_mb": m}
-with the run's fds (stdin, stdout, stderr, the run's reply socket and, in function mode, the result channel),
-forks the run's setup process C and closes its copies of them: Z never reads a run's data, so nothing in its
-memory belongs to any run, and a run forked from it inherits nothing of another's.
+with the run's fds (stdin, stdout, stderr, the run's reply socket and, in function mode, the result channel), forks
+the run's setup process C and closes its copies of them: Z never reads a run's data, so nothing in its memory
+belongs to any run, and a run forked from it inherits nothing of another's.
 
-C (the setup): unshares new mount, IPC and PID namespaces; mounts fresh tmpfs on /box and /tmp and the run's own
-program folder (`/prog/<dir>`, written by the host) read-only on /prog; then forks G and waits for it. When G, PID 1
-of the run's PID namespace, ends, the kernel has killed and reaped every other process of the run; C tells Z how G
-ended and what C itself cost, and exits. Z then reaps C, kills anything left, and answers the host on the channel:
+C (the setup): unshares new mount, IPC, PID and network namespaces (bringing up its loopback); mounts fresh tmpfs on
+/box and /tmp and the run's own program folder (`/prog/<dir>`, written by the host) read-only on /prog; then forks G
+and waits for it. When G, PID 1 of the run's PID namespace, ends, the kernel has killed and reaped every other
+process of the run; C tells Z how G ended and what C itself cost, and exits. Z then reaps C, kills anything left,
+and answers the host on the channel:
     b"D <cpu of the whole run, from getrusage> <C's own cpu> exit|signal <G's status>"
-(or b"F <cpu>" if the setup failed before the run began), after which the jail is ready for the next run. The run's mount namespace (its tmpfs files), IPC namespace (SysV
-objects) and PID namespace (its processes) are gone by then.
+(or b"F <cpu>" if the setup failed before the run began), after which the jail is ready for the next run. The run's
+mount namespace (its tmpfs files), IPC namespace (SysV objects) and PID namespace (its processes) are gone by then.
 
 G (the run's first process): mounts /proc for the new PID namespace, drops every capability (bounding, ambient,
 permitted, effective, inheritable), installs a second seccomp filter that forbids again what the jail's policy
@@ -73,6 +75,8 @@ _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = (
     1,
     2,
@@ -344,6 +348,7 @@ def main() -> tuple[str, types.CodeType, list[str]] | None:
         confinement = None  # every run's setup fails, and the host reports a sandbox failure
     gc.freeze()
     channel = _socket.socket(fileno=CHANNEL_FD)
+    _reply(channel, b"ready")  # the host measures the idle jail now
     while True:
         received = _receive_run(channel)
         if received is None:
@@ -413,7 +418,8 @@ def _setup_run(
         tmpfs_mb = request.get("tmpfs_mb")
         if not (isinstance(run_dir, str) and run_dir.isalnum() and isinstance(tmpfs_mb, int) and tmpfs_mb > 0):
             raise OSError("a malformed run request")
-        _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWPID), "unshare")
+        _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWPID | _CLONE_NEWNET), "unshare")
+        _loopback_up()
         _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
         for directory in (WORK_DIR, "/tmp"):
             options = f"size={tmpfs_mb}m,mode=1777".encode()
@@ -447,13 +453,28 @@ def _enter_run(
     """In G, PID 1 of the run's namespace: its own /proc, no privilege left, the run's filter; then the run."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), "mount /proc")
+        proc_flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+        _check(libc.mount(b"proc", b"/proc", b"proc", proc_flags, None), "mount /proc")
         if confinement is None:
             raise OSError("the zygote could not prepare the run's confinement")
         confinement.apply()
     except BaseException:
         os._exit(SETUP_FAILED)
     return _start(request, compiled, libc)
+
+
+def _loopback_up() -> None:
+    """The run's new network namespace has a loopback interface, down: bring it up, as nsjail does for a jail."""
+    import fcntl
+    import struct
+
+    probe = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+    try:
+        request = struct.pack("16sH14s", b"lo", 0, b"")
+        flags = struct.unpack("16sH14s", fcntl.ioctl(probe, _SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(probe, _SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | _IFF_UP, b""))
+    finally:
+        probe.close()
 
 
 def _arrange_fds(fds: list[int], status_w: int) -> int:

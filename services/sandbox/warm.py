@@ -4,11 +4,12 @@ A run's critical path used to include creating the jail (namespaces, cgroups, mo
 starting the interpreter (~10-20 ms); on a busy machine both cost CPU whenever they happen. A `WarmPool` keeps a
 few jails per kind of run, each with services/sandbox/launcher.py as its first process (the zygote), waiting on a
 channel. A run takes one, its program files go into a fresh folder of the jail's read-only /prog, and the zygote
-forks the run into new mount, IPC and PID namespaces with fresh tmpfs, no capability and a seccomp filter of its
-own. When the run is over (every process of it reaped, its namespaces gone), the jail goes back to the pool.
+forks the run into new mount, IPC, PID and network namespaces with fresh tmpfs, no capability and a seccomp
+filter of its own. When the run is over (every process of it reaped, its namespaces gone) and the jail's memory
+is back to its idle figure, the jail goes back to the pool.
 
-What a run shares with the runs before it in the same jail: the jail's network namespace (loopback only, and
-nothing of a run's outlives its processes), its cgroups (the peak is reset per run) and the zygote's memory,
+What a run shares with the runs before it in the same jail: its cgroups (the peak is reset per run, and the jail
+is brought back to its idle memory before the next run) and the zygote's memory,
 which never holds any run's data: the zygote passes a run's fds on unread. A jail whose run did not end normally
 (a clock, an output flood, a cancel, a failed setup) is never reused. See docs/sandbox.md.
 """
@@ -67,6 +68,12 @@ class PreparedJail:
     slot: Path
     spawned_at: float = field(default_factory=time.monotonic)
     runs: int = 0
+    # The idle jail's memory (the zygote's, once it is ready), and what an empty exec'd run adds to it (its setup
+    # and supervisor processes), in KiB: Sandbox._run_in measures runs from these.
+    idle_kb: int = 0
+    overhead_kb: int = 0
+    # The zygote's pid on the host (its CPU time is not the runs').
+    zygote_pid: int = 0
 
     def alive(self) -> bool:
         """Whether nsjail is still running (its pidfd becomes readable when it exits)."""
@@ -98,6 +105,8 @@ class RunDone:
     exit_code: int | None = None
     signal: int | None = None
     failed: bool = False
+    # Filled in by the host: CPU time the jail's cpuacct cgroup saw the run use beyond total_cpu_s.
+    unseen_cpu_s: float = 0.0
 
 
 class WarmPool:
@@ -321,6 +330,16 @@ _RUN_REPORT = re.compile(rb"R " + _NUMBER + rb" (exit|signal) (\d{1,3})")
 _LAUNCHER_CPU = re.compile(rb"L " + _NUMBER)
 _RUN_DONE = re.compile(rb"D " + _NUMBER + rb" " + _NUMBER + rb" (exit|signal) (\d{1,3})")
 _SETUP_FAILED = re.compile(rb"F " + _NUMBER)
+
+
+READY = b"ready"
+
+
+def await_ready(jail: PreparedJail, timeout_s: float) -> None:
+    """Wait for a new jail's zygote to say it is ready (launcher.main); raise if it does not."""
+    readable, _, _ = select.select([jail.channel], [], [], timeout_s)
+    if not readable or _receive_now(jail.channel) != READY:
+        raise RuntimeError("a reusable jail's zygote did not start")
 
 
 def read_done(jail: PreparedJail) -> RunDone | None:
