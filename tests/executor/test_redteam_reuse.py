@@ -2,11 +2,11 @@
 forks each run into fresh mount, IPC and PID namespaces (services/sandbox/launcher.py, warm.py, Sandbox._run_in).
 
 The promise under test: isolation between runs is no weaker than a fresh jail per run, so nothing one run does may
-change what the next run in the same jail sees or the verdict it gets. Each test below is a finding of this pass:
-it asserts the secure behaviour (each failed before its fix: idle memory baseline with a calibration run and memory
-settled back to idle between runs, a network namespace per run, CPU time from the jail's cpuacct cgroup). Every test gets an executor of its own with
-one slot, so consecutive runs of one kind share one jail (the attack's precondition), and no earlier test's jails
-crowd the pool.
+change what the next run in the same jail sees or the verdict it gets. Each test below is a finding of this pass: it
+asserts the secure behaviour (each failed before its fix: idle memory baseline with a calibration run and memory
+settled back to idle between runs, a network namespace per run, CPU time from the jail's cpuacct cgroup). Every test
+gets an executor of its own with one slot, so consecutive runs of one kind share one jail (the attack's
+precondition), and no earlier test's jails crowd the pool.
 """
 
 from __future__ import annotations
