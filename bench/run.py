@@ -1,6 +1,6 @@
 """Executor and platform benchmarks: every figure is a median or a ratio against a baseline measured in the same run.
 
-    .venv/bin/python bench/run.py [--quick]
+    .venv/bin/python bench/run.py [--quick] [--only overhead|end-to-end|throughput ...]
 
 1. Sandbox overhead per run: the same program run directly and through `Executor.execute` (cached build, one test).
 2. End to end: POST /v1/attempts to a terminal state for a trivial Python attempt on the idle embedded stack,
@@ -166,25 +166,38 @@ async def bench_throughput(tmp: Path, runs: int, size: int, slots: int) -> dict[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (for a smoke run)")
+    parser.add_argument(
+        "--only",
+        choices=("overhead", "end-to-end", "throughput"),
+        action="append",
+        help="run only this part (repeatable); the results file then holds only the parts that ran",
+    )
     args = parser.parse_args()
+    parts = set(args.only or ("overhead", "end-to-end", "throughput"))
     runs = 15 if args.quick else 60
     slots = get_settings().executor_slots
     tmp = Path(tempfile.mkdtemp(prefix="tribunal-bench-"))
+    overhead: dict[str, dict[str, float]] = {}
+    e2e: dict[str, float] | None = None
+    throughput: dict[str, dict[str, float]] = {}
     try:
-        console.print("[bold]1/3[/] sandbox overhead per run ...")
-        overhead = asyncio.run(bench_overhead(tmp, runs))
-        console.print("[bold]2/3[/] end-to-end latency on the embedded stack ...")
-        e2e = bench_end_to_end(tmp, 20 if args.quick else 60)
-        console.print("[bold]3/3[/] throughput of 1,000 C++ runs on 2 cores ...")
-        throughput = {
-            "trivial (sieve of 10)": asyncio.run(bench_throughput(tmp, 200 if args.quick else 1000, 10, slots)),
-            "small (sieve of 2e7, ~50 ms)": asyncio.run(
-                bench_throughput(tmp, 100 if args.quick else 1000, 20_000_000, slots)
-            ),
-            "small, one slot per core": asyncio.run(
-                bench_throughput(tmp, 100 if args.quick else 1000, 20_000_000, os.cpu_count() or 1)
-            ),
-        }
+        if "overhead" in parts:
+            console.print("[bold]1/3[/] sandbox overhead per run ...")
+            overhead = asyncio.run(bench_overhead(tmp, runs))
+        if "end-to-end" in parts:
+            console.print("[bold]2/3[/] end-to-end latency on the embedded stack ...")
+            e2e = bench_end_to_end(tmp, 20 if args.quick else 60)
+        if "throughput" in parts:
+            console.print("[bold]3/3[/] throughput of 1,000 C++ runs on 2 cores ...")
+            throughput = {
+                "trivial (sieve of 10)": asyncio.run(bench_throughput(tmp, 200 if args.quick else 1000, 10, slots)),
+                "small (sieve of 2e7, ~50 ms)": asyncio.run(
+                    bench_throughput(tmp, 100 if args.quick else 1000, 20_000_000, slots)
+                ),
+                "small, one slot per core": asyncio.run(
+                    bench_throughput(tmp, 100 if args.quick else 1000, 20_000_000, os.cpu_count() or 1)
+                ),
+            }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -199,13 +212,14 @@ def main() -> None:
             f"+{row['overhead_ms']:.1f} ms",
             "<= 3 ms",
         )
-    table.add_row(
-        "POST -> verdict, trivial Python",
-        "-",
-        f"p50 {e2e['p50_ms']:.0f} ms, p90 {e2e['p90_ms']:.0f} ms",
-        "-",
-        "p50 <= 50 ms",
-    )
+    if e2e is not None:
+        table.add_row(
+            "POST -> verdict, trivial Python",
+            "-",
+            f"p50 {e2e['p50_ms']:.0f} ms, p90 {e2e['p90_ms']:.0f} ms",
+            "-",
+            "p50 <= 50 ms",
+        )
     for name, row in throughput.items():
         table.add_row(
             f"throughput, {row['runs']} C++ runs, {name}, {row['slots']} slots",
@@ -216,10 +230,10 @@ def main() -> None:
         )
     console.print(table)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "executor.json").write_text(
-        json.dumps(
-            {"overhead": overhead, "end_to_end": e2e, "throughput": throughput, "cores": os.cpu_count()}, indent=2
-        )
+    results: dict[str, object] = {"overhead": overhead, "end_to_end": e2e, "throughput": throughput}
+    ran = {k: v for k, v in results.items() if k.replace("_", "-") in parts or k in parts}
+    (RESULTS / ("executor.json" if len(parts) == 3 else f"executor-{'-'.join(sorted(parts))}.json")).write_text(
+        json.dumps({**ran, "cores": os.cpu_count()}, indent=2)
     )
 
 

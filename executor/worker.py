@@ -7,8 +7,8 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
@@ -167,22 +167,53 @@ async def finish_one(result: Finished) -> tuple[bool, Stage | None]:
 
 
 @dataclass
+class InFlight:
+    """Where this process's attempts are, for the coalescers to tell whether anyone else may join a batch."""
+
+    started: int = 0  # execute_attempt tasks that have asked for their claim and not yet returned
+    executing: int = 0  # claimed and being executed, result not yet submitted
+
+
+@dataclass
 class Pipeline:
     """The executor process's claim and result coalescers (services/kernel/batching.py)."""
 
     claims: Coalescer[str, Claimed | None]
     results: Coalescer[Finished, tuple[bool, Stage | None]]
+    in_flight: InFlight = field(default_factory=InFlight)
 
     @classmethod
-    def from_settings(cls) -> Pipeline:
+    def from_settings(cls, jobs_running: Callable[[], int] | None = None) -> Pipeline:
+        """The pipeline of a worker whose `jobs_running()` says how many jobs it has started and not finished
+        (services/kernel/worker.py); without it, a batch formed from idle always waits out the window."""
         settings = get_settings()
         size, window = settings.executor_batch_max, settings.executor_batch_window_ms / 1000
         # One batch at a time, claims or results: SQLite has one writer, and this process's own transactions
         # would otherwise wait for each other in SQLite's busy handler (sleeps of up to 100 ms).
         writes = asyncio.Lock()
+        in_flight = InFlight()
         return cls(
-            claims=Coalescer(claim_batch, claim_one, max_size=size, window_s=window, name="claims", lock=writes),
-            results=Coalescer(finish_batch, finish_one, max_size=size, window_s=window, name="results", lock=writes),
+            # A claim can be joined only by a job the worker has started that has not asked for its claim yet.
+            claims=Coalescer(
+                claim_batch,
+                claim_one,
+                max_size=size,
+                window_s=window,
+                name="claims",
+                lock=writes,
+                quiet=None if jobs_running is None else lambda: jobs_running() <= in_flight.started,
+            ),
+            # A result can only be joined by another attempt's, so with none being executed it goes at once.
+            results=Coalescer(
+                finish_batch,
+                finish_one,
+                max_size=size,
+                window_s=window,
+                name="results",
+                lock=writes,
+                quiet=lambda: in_flight.executing == 0,
+            ),
+            in_flight=in_flight,
         )
 
 
@@ -198,12 +229,21 @@ async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
     """The execute stage of an attempt: run it against its problem's tests and store the verdict, once. The
     claims and results of concurrent tasks share transactions (Pipeline)."""
     pipeline = _pipeline(ctx)
+    pipeline.in_flight.started += 1
+    try:
+        await _execute_attempt(ctx, pipeline, attempt_id)
+    finally:
+        pipeline.in_flight.started -= 1
+
+
+async def _execute_attempt(ctx: dict[str, Any], pipeline: Pipeline, attempt_id: str) -> None:
     claimed = await pipeline.claims.submit(attempt_id)
     if claimed is None:
         return  # past this stage (a duplicate or a retry after the write), ended, or cancelled
     problem = claimed.problem
     executor: Executor = ctx["executor"]
     started = time.perf_counter()
+    pipeline.in_flight.executing += 1
     try:
         outcome = await executor.execute(
             tenant=claimed.tenant,
@@ -220,6 +260,8 @@ async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
             raise
         log.exception("attempt %s failed on its last try", attempt_id)
         outcome = _internal_error(exc, len(problem.tests))
+    finally:
+        pipeline.in_flight.executing -= 1
     duration_ms = int((time.perf_counter() - started) * 1000)
     # The attempt moves first, and the execution is written only by the write that moved it, in the same
     # transaction: a duplicate delivery that lost the race cannot overwrite the tests behind the verdict.
@@ -305,7 +347,7 @@ async def _startup(ctx: dict[str, Any]) -> None:
         sandbox_uid=settings.sandbox_uid,
     )
     ctx["executor"] = executor
-    ctx["pipeline"] = Pipeline.from_settings()
+    ctx["pipeline"] = Pipeline.from_settings(ctx.get("jobs_running"))
     languages = await asyncio.to_thread(executor.languages)
     await ctx["redis"].set(LANGUAGES_KEY, json.dumps(languages))
 

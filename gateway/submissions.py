@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, bindparam, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.errors import ApiError
@@ -156,6 +156,39 @@ async def attempt_view(session: AsyncSession, attempt: Attempt) -> dict[str, Any
     return (await attempt_views(session, [attempt]))[0]
 
 
+# GET /v1/attempts/{id}, which clients poll: the attempt with its problem's id, its execution and whether it has
+# any judgment, in one statement built once (its cache key is computed once, not per request).
+_ATTEMPT_WITH_EXECUTION = (
+    select(
+        Attempt,
+        Problem.problem_id,
+        Execution,
+        exists().where(Judgment.attempt_id == Attempt.attempt_id).label("judged"),
+    )
+    .outerjoin(Problem, Problem.id == Attempt.problem_pk)
+    .outerjoin(Execution, and_(Execution.attempt_id == Attempt.attempt_id, Execution.run == 0))
+    .where(Attempt.attempt_id == bindparam("attempt_id"))
+)
+_JUDGMENTS_OF_ATTEMPT = (
+    select(Judgment)
+    .where(Judgment.attempt_id == bindparam("attempt_id"))
+    .order_by(Judgment.judge, Judgment.condition, Judgment.repeat)
+)
+
+
+async def find_attempt_view(session: AsyncSession, tenant: str, attempt_id: str) -> dict[str, Any] | None:
+    """`attempt_view` of the tenant's attempt `attempt_id` (None if it has none by that id), in one statement while
+    it has no judgment (then one for its judgments, and one for the panel populations if any counts), instead of
+    `session.get` and `attempt_view`'s four."""
+    found = (await session.execute(_ATTEMPT_WITH_EXECUTION, {"attempt_id": attempt_id})).first()
+    if found is None or found[0].tenant != tenant:
+        return None
+    attempt, problem_id, execution, judged = found
+    rows = list(await session.scalars(_JUDGMENTS_OF_ATTEMPT, {"attempt_id": attempt_id})) if judged else []
+    by_attempt = await panels(session, [attempt], {attempt_id: rows}) if rows else {}
+    return _attempt_json(attempt, problem_id or "", execution, rows, by_attempt.get(attempt_id, {}))
+
+
 async def attempt_views(session: AsyncSession, page: Sequence[Attempt]) -> list[dict[str, Any]]:
     """The public JSON of a page of attempts, in page order, in a bounded number of statements whatever its size:
     one each for their problems, executions and judgments, and one for the panel populations (per tenant)."""
@@ -163,7 +196,7 @@ async def attempt_views(session: AsyncSession, page: Sequence[Attempt]) -> list[
         return []
     ids = [attempt.attempt_id for attempt in page]
     problems = select(Problem.id, Problem.problem_id).where(Problem.id.in_({a.problem_pk for a in page}))
-    problem_ids = dict((await session.execute(problems)).tuples().all())
+    problem_ids: dict[int, str] = dict((await session.execute(problems)).all())
     executions = {
         row.attempt_id: row
         for row in await session.scalars(select(Execution).where(Execution.attempt_id.in_(ids), Execution.run == 0))

@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
 from gateway.schemas import AttemptAccepted, AttemptIn, AttemptOut, AttemptPage, BatchAccepted, BatchIn
-from gateway.submissions import attempt_view, attempt_views, not_found, put_attempt, put_attempts
+from gateway.submissions import attempt_views, find_attempt_view, not_found, put_attempt, put_attempts
 from services.kernel import attempts, jobs
 from services.kernel.contracts import AttemptStatus, JobKind, JobStatus
 from services.kernel.models import Attempt, new_id
@@ -79,10 +79,10 @@ async def submit_batch(body: BatchIn, principal: SubmitKey, session: SessionDep)
 
 @router.get("/{attempt_id}", response_model=AttemptOut)
 async def get(attempt_id: str, principal: ReadKey, session: SessionDep) -> dict[str, Any]:
-    attempt = await session.get(Attempt, attempt_id)
-    if attempt is None or attempt.tenant != principal.tenant:
+    view = await find_attempt_view(session, principal.tenant, attempt_id)
+    if view is None:
         raise not_found("attempt", attempt_id)
-    return await attempt_view(session, attempt)
+    return view
 
 
 def _encode_cursor(attempt: Attempt) -> str:

@@ -40,7 +40,7 @@ from services.kernel.contracts import (
 )
 from services.kernel.judges import configured_judges
 from services.kernel.models import Attempt, Job, Problem, new_id, utcnow
-from services.kernel.registry import STAGE_TASK
+from services.kernel.registry import QUEUE_OF, STAGE_TASK
 from services.kernel.settings import get_settings
 
 Loc = list[str | int]
@@ -357,18 +357,27 @@ async def accepted_seeds(session: AsyncSession, tenant: str, attempt_ids: Sequen
 # ---- moving through the pipeline --------------------------------------------------------------------------
 
 
-async def enqueue_stage(attempt_id: str, stage: str) -> bool:
+async def enqueue_stage(attempt_id: str, stage: str, *, wake: bool = True) -> bool:
     """Put the task that runs `stage` of an attempt on its queue (after the commit that moved it there)."""
-    return await queue.enqueue(STAGE_TASK[Stage(stage)], attempt_id)
+    return await queue.enqueue(STAGE_TASK[Stage(stage)], attempt_id, wake=wake)
+
+
+# A batch wakes its queues' workers after its first attempt and then once per this many, not once per attempt.
+_WAKE_EVERY = 32
 
 
 async def enqueue_first_stages(attempts: Sequence[Attempt]) -> None:
     """Enqueue new attempts at their first stage. Their rows are committed: if Redis is down now, the
     reconciler enqueues them later, so a failure here is not the client's."""
+    unannounced: set[str] = set()
     try:
-        for attempt in attempts:
+        for index, attempt in enumerate(attempts):
             if attempt.stage is not None:
-                await enqueue_stage(attempt.attempt_id, attempt.stage)
+                wake = index % _WAKE_EVERY == 0
+                if await enqueue_stage(attempt.attempt_id, attempt.stage, wake=wake) and not wake:
+                    unannounced.add(QUEUE_OF[STAGE_TASK[Stage(attempt.stage)]])
+        for queue_name in sorted(unannounced):
+            await queue.notify(queue_name)
     except Exception:  # noqa: BLE001 - the database holds the work; the reconciler retries
         pass
 

@@ -25,7 +25,9 @@ class Coalescer[T, R]:
     """Run concurrent `submit(item)` calls as batches of at most `max_size` through `batch(items) -> results`
     (one result per item, in order), falling back to `single(item)` for each item of a batch that raised.
     `max_size` 1 runs every item through `single`, at once, as without a coalescer. Coalescers given the same
-    `lock` run their batches one at a time."""
+    `lock` run their batches one at a time. `quiet`, if given, says when no other request can arrive within the
+    window (its caller knows nobody else is on the way): a batch formed from idle then goes at once instead of
+    waiting out the window for nothing."""
 
     def __init__(
         self,
@@ -36,6 +38,7 @@ class Coalescer[T, R]:
         window_s: float,
         name: str = "batch",
         lock: asyncio.Lock | None = None,
+        quiet: Callable[[], bool] | None = None,
     ) -> None:
         self._batch = batch
         self._single = single
@@ -48,6 +51,7 @@ class Coalescer[T, R]:
         # Held while a batch runs: coalescers that share one write to the database one at a time (SQLite has one
         # writer; two transactions of one process would only make each other wait in SQLite's busy handler).
         self._lock = lock or asyncio.Lock()
+        self._quiet = quiet
         # What happened so far: batches run, items they carried, batches that fell back to single items.
         self.batches = 0
         self.items = 0
@@ -72,7 +76,7 @@ class Coalescer[T, R]:
         live: list[tuple[T, asyncio.Future[R]]] = []
         try:
             # Only a batch formed from idle waits for the window; those that gathered while a batch ran go at once.
-            if self.window_s and len(self._pending) < self.max_size:
+            if self.window_s and len(self._pending) < self.max_size and not (self._quiet and self._quiet()):
                 self._full.clear()
                 try:
                     await asyncio.wait_for(self._full.wait(), self.window_s)

@@ -48,15 +48,15 @@ async def get_job(session: AsyncSession, job_id: str) -> Job | None:
 async def mark_running(session: AsyncSession, job_id: str, tries: int = 1) -> bool:
     """queued -> running; True if this call made the move. Counts the try either way (`tries` of them: a batch
     of claims counts one per claim)."""
-    result = await session.execute(
+    kind = await session.scalar(
         update(Job)
         .where(Job.job_id == job_id, Job.status == JobStatus.QUEUED)
         .values(status=JobStatus.RUNNING, started_at=utcnow(), tries=Job.tries + tries)
+        .returning(Job.kind)
     )
-    moved = result.rowcount > 0  # type: ignore[attr-defined]
+    moved = kind is not None
     if moved:
-        kind = await session.scalar(select(Job.kind).where(Job.job_id == job_id))
-        telemetry.jobs.labels(kind or "unknown", JobStatus.RUNNING).inc()
+        telemetry.jobs.labels(kind, JobStatus.RUNNING).inc()
     else:
         await session.execute(
             update(Job).where(Job.job_id == job_id, Job.status == JobStatus.RUNNING).values(tries=Job.tries + tries)
@@ -66,7 +66,18 @@ async def mark_running(session: AsyncSession, job_id: str, tries: int = 1) -> bo
 
 async def add_progress(session: AsyncSession, job_id: str, done: int = 1) -> None:
     """Count finished units; the job succeeds when the last one lands. Callers count each unit once."""
-    await session.execute(update(Job).where(Job.job_id == job_id).values(progress_done=Job.progress_done + done))
+    counted = (
+        await session.execute(
+            update(Job)
+            .where(Job.job_id == job_id)
+            .values(progress_done=Job.progress_done + done)
+            .returning(Job.kind, Job.status, Job.progress_done, Job.progress_total)
+        )
+    ).first()
+    # The row is the transaction's to change now (SQLite's write lock, PostgreSQL's row lock), so the conditional
+    # UPDATE below is skipped only when what it just returned says it would match nothing.
+    if counted is None or counted.status not in LIVE_JOB_STATUSES or counted.progress_done < counted.progress_total:
+        return
     result = await session.execute(
         update(Job)
         .where(
@@ -77,8 +88,7 @@ async def add_progress(session: AsyncSession, job_id: str, done: int = 1) -> Non
         .values(status=JobStatus.SUCCEEDED, finished_at=utcnow())
     )
     if result.rowcount:  # type: ignore[attr-defined]
-        kind = await session.scalar(select(Job.kind).where(Job.job_id == job_id))
-        telemetry.jobs.labels(kind or "unknown", JobStatus.SUCCEEDED).inc()
+        telemetry.jobs.labels(counted.kind, JobStatus.SUCCEEDED).inc()
 
 
 async def finish(

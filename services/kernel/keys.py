@@ -8,7 +8,7 @@ import secrets
 from pathlib import Path
 from typing import Literal
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.kernel.models import ApiKey, new_id
@@ -43,8 +43,12 @@ async def create_key(session: AsyncSession, *, tenant: str, scopes: list[str], n
     return row, plaintext
 
 
+# Every authenticated request runs it: built once, so its cache key is computed once.
+_KEY_BY_HASH = select(ApiKey).where(ApiKey.key_hash == bindparam("key_hash"))
+
+
 async def find_key(session: AsyncSession, plaintext: str) -> ApiKey | None:
-    row = await session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_key(plaintext)))
+    row = await session.scalar(_KEY_BY_HASH, {"key_hash": hash_key(plaintext)})
     if row is None or row.revoked_at is not None:
         return None
     return row

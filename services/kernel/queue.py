@@ -1,9 +1,14 @@
 """The queue facade over arq: one enqueue helper, one task decorator, telemetry added here and only here. Which
-queue serves a task is the service registry's to say (services/kernel/registry.py)."""
+queue serves a task is the service registry's to say (services/kernel/registry.py).
+
+Enqueueing also publishes on the queue's wake channel (`wake_channel`), so that its idle workers start the task at
+once instead of at their next poll (services/kernel/worker.py); polling stays, for whatever no publish announces
+(arq's own retries, a message lost while a worker reconnects)."""
 
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
@@ -11,10 +16,13 @@ from typing import Any, ParamSpec, TypeVar
 from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
 from arq.jobs import Job, JobStatus
+from redis.exceptions import RedisError
 
 from services.kernel import telemetry
 from services.kernel.registry import ALL_QUEUES, QUEUE_OF, Task
 from services.kernel.settings import get_settings
+
+log = logging.getLogger("tribunal.queue")
 
 _pool: ArqRedis | None = None
 
@@ -46,12 +54,29 @@ def task_key(task: Task, subject: str) -> str:
     return f"{task.value}:{subject}"
 
 
-async def enqueue(task: Task, subject: str, *, pool: ArqRedis | None = None) -> bool:
-    """Put `task(subject)` on its queue; False if the same task for the same subject is already there."""
+def wake_channel(queue_name: str) -> str:
+    """The Redis channel on which enqueueing tells a queue's workers that work is waiting."""
+    return f"tribunal:wake:{queue_name}"
+
+
+async def notify(queue_name: str, *, pool: ArqRedis | None = None) -> None:
+    """Wake the queue's idle workers now. Best effort: a worker that misses it finds the work at its next poll."""
+    redis = pool or await get_pool()
+    try:
+        await redis.publish(wake_channel(queue_name), b"")
+    except (RedisError, OSError) as exc:
+        log.debug("could not wake the workers of %s: %s", queue_name, exc)
+
+
+async def enqueue(task: Task, subject: str, *, pool: ArqRedis | None = None, wake: bool = True) -> bool:
+    """Put `task(subject)` on its queue; False if the same task for the same subject is already there. Unless
+    `wake` is False (the caller calls `notify` itself, e.g. once for many), the queue's workers are woken."""
     redis = pool or await get_pool()
     job = await redis.enqueue_job(task.value, subject, _job_id=task_key(task, subject), _queue_name=QUEUE_OF[task])
     if job is not None:
         telemetry.queue_enqueued.labels(task.value).inc()
+        if wake:
+            await notify(QUEUE_OF[task], pool=redis)
     return job is not None
 
 

@@ -1,12 +1,15 @@
-"""What every worker process shares: its database engine, its telemetry endpoint, the reconciler, arq's settings."""
+"""What every worker process shares: its database engine, its telemetry endpoint, the reconciler, arq's settings,
+and being woken when work is enqueued rather than only polling for it."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from arq.connections import ArqRedis
 from arq.worker import Worker
 
 from services.kernel import queue, telemetry
@@ -16,6 +19,54 @@ from services.kernel.registry import SERVICES
 from services.kernel.settings import get_settings
 
 Hook = Callable[[dict[str, Any]], Awaitable[None]]
+
+log = logging.getLogger("tribunal.worker")
+
+
+class WakeableWorker(Worker):
+    """arq's worker, which looks at its queue as soon as it is woken (`wake`: a publish on the queue's wake
+    channel, queue.enqueue; or one of its jobs ending while it was full, when arq would skip looking until its
+    next poll) and otherwise every `poll_delay_s`, as arq does. arq's own loop runs without a delay of its own:
+    the waiting happens at the end of each poll iteration."""
+
+    def __init__(self, *args: Any, poll_delay: float, **kwargs: Any) -> None:
+        super().__init__(*args, poll_delay=0, **kwargs)
+        self.idle_poll_s = poll_delay
+        self.wake = asyncio.Event()
+
+    async def _poll_iteration(self) -> None:
+        # Cleared before looking, so that a wake arriving while this iteration runs makes the next one start at once.
+        self.wake.clear()
+        await super()._poll_iteration()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wake.wait(), self.idle_poll_s)
+
+    def _release_sem_dec_counter_on_complete(self) -> None:
+        was_full = self.job_counter >= self.max_jobs
+        super()._release_sem_dec_counter_on_complete()
+        if was_full:
+            self.wake.set()
+
+
+async def listen_for_wakes(redis: ArqRedis, queue_name: str, wake: asyncio.Event, retry_s: float) -> None:
+    """Set `wake` whenever something is published on the queue's wake channel, until cancelled. If the
+    subscription breaks it is made again after `retry_s` (meanwhile the worker polls), and `wake` is set once it
+    is back, since a publish may have been missed."""
+    while True:
+        pubsub = redis.pubsub()
+        try:
+            await pubsub.subscribe(queue.wake_channel(queue_name))
+            wake.set()
+            async for _ in pubsub.listen():
+                wake.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - polling carries on; the subscription is made again
+            log.warning("wake channel of %s lost (%s); polling until it is back", queue_name, exc)
+        finally:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
+        await asyncio.sleep(retry_s)
 
 
 def build_worker(
@@ -34,6 +85,7 @@ def build_worker(
     if names != sorted(task.value for task in spec.tasks):
         raise RuntimeError(f"the {service} worker runs {names}, but the registry declares {list(spec.tasks)}")
     role = service
+    poll_delay = spec.poll_delay(settings)
 
     async def startup(ctx: dict[str, Any]) -> None:
         init_engine(role=role)
@@ -43,16 +95,20 @@ def build_worker(
         ctx["reconciler"] = asyncio.create_task(
             reconcile_forever(ctx["redis"], settings.reconcile_interval_s, settings.reconcile_grace_s)
         )
+        ctx["wake_listener"] = asyncio.create_task(
+            listen_for_wakes(ctx["redis"], spec.queue, built.wake, retry_s=max(poll_delay, 1.0))
+        )
 
     async def shutdown(ctx: dict[str, Any]) -> None:
-        reconciler = ctx.get("reconciler")
-        if reconciler is not None:
-            reconciler.cancel()
+        for name in ("wake_listener", "reconciler"):
+            background = ctx.get(name)
+            if background is not None:
+                background.cancel()
         if on_shutdown is not None:
             await on_shutdown(ctx)
         await dispose_engine()
 
-    return Worker(
+    built = WakeableWorker(
         functions=list(functions),
         redis_settings=queue.redis_settings(),
         queue_name=spec.queue,
@@ -61,11 +117,14 @@ def build_worker(
         max_jobs=spec.max_jobs(settings),
         job_timeout=settings.job_timeout_s,
         max_tries=settings.job_max_tries,
-        poll_delay=spec.poll_delay(settings),
+        poll_delay=poll_delay,
         keep_result=3600,
         burst=burst,
         handle_signals=True,
     )
+    # How many jobs this worker has started and not yet finished, for a service's own batching (executor/worker.py).
+    built.ctx["jobs_running"] = lambda: built.job_counter
+    return built
 
 
 def run(worker: Worker) -> None:
