@@ -32,7 +32,7 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("services/sandbox/jail.py", "stderr_text", "stderr"): "the RunResult property itself",
     ("executor/languages.py", "_output", "stdout"): "`--version` of the host's own toolchain: no untrusted input",
     ("executor/languages.py", "_output", "stderr"): "same",
-    ("executor/worker.py", "execute_attempt", "compile_output"): "the sanitised build output, stored",
+    ("executor/worker.py", "_execute_attempt", "compile_output"): "the sanitised build output, stored",
     ("executor/differential.py", "differential", "compile_output"): (
         "the sanitised build output, `printable()` again and capped, in a failed pair's message"
     ),

@@ -121,6 +121,10 @@ SETTLE_SLACK_KB = 4096
 UNSEEN_CPU_FLOOR_S = 0.001
 SETTLE_WAIT_S = 0.25
 READY_TIMEOUT_S = 30.0
+# Empty runs a reusable jail that execs its programs makes to learn what a run costs beyond its program, and the
+# least memory an exec'd run is reported to have used (a page).
+CALIBRATION_RUNS = 3
+MIN_PEAK_KB = 4
 # Room a reusable jail that execs its programs keeps for its zygote (a Python interpreter): each run gets its own
 # memory limit on top of what the idle jail uses (Sandbox._run_in).
 ZYGOTE_MEMORY_MB = 64
@@ -363,6 +367,18 @@ class RunResult:
     @property
     def stderr_text(self) -> str:
         return self.stderr.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class _Capture:
+    """How a run's output is read (Sandbox.run's arguments): each stream's limit (past it the jail is stopped),
+    how much of stdout is kept, the head and tail of stderr kept, and the result channel's cap."""
+
+    stdout_limit: int
+    stderr_limit: int
+    stdout_keep: int
+    stderr_keep: tuple[int, int]
+    result_limit: int
 
 
 class RunControl:
@@ -667,6 +683,13 @@ class Sandbox:
         before anything runs (a failure is RunResult.syntax_error, and nothing runs).
         """
         control = control or RunControl()
+        capture = _Capture(
+            stdout_limit=stdout_limit,
+            stderr_limit=stderr_limit,
+            stdout_keep=stdout_limit if stdout_keep is None else stdout_keep,
+            stderr_keep=stderr_keep,
+            result_limit=result_limit,
+        )
         if profile.warm and self._warm is not None:
             return self._run_warm(
                 profile,
@@ -676,11 +699,7 @@ class Sandbox:
                 check_syntax=check_syntax,
                 stdin=stdin,
                 control=control,
-                stdout_limit=stdout_limit,
-                stderr_limit=stderr_limit,
-                stdout_keep=stdout_limit if stdout_keep is None else stdout_keep,
-                stderr_keep=stderr_keep,
-                result_limit=result_limit,
+                capture=capture,
             )
         if program_dir is None:
             raise ValueError("a cold run needs program_dir")
@@ -704,11 +723,7 @@ class Sandbox:
                 stdin,
                 profile,
                 control,
-                stdout_limit=stdout_limit,
-                stderr_limit=stderr_limit,
-                stdout_keep=stdout_limit if stdout_keep is None else stdout_keep,
-                stderr_keep=stderr_keep,
-                result_limit=result_limit,
+                capture=capture,
             )
         finally:
             peak_kb = cgroups.close()
@@ -728,11 +743,7 @@ class Sandbox:
         check_syntax: str | None,
         stdin: bytes,
         control: RunControl,
-        stdout_limit: int,
-        stderr_limit: int,
-        stdout_keep: int,
-        stderr_keep: tuple[int, int],
-        result_limit: int,
+        capture: _Capture,
     ) -> RunResult:
         assert self._warm is not None
         if (program_dir is None) == (program_files is None):
@@ -772,11 +783,7 @@ class Sandbox:
                         profile,
                         exact_memory_mb,
                         control,
-                        stdout_limit=stdout_limit,
-                        stderr_limit=stderr_limit,
-                        stdout_keep=stdout_keep,
-                        stderr_keep=stderr_keep,
-                        result_limit=result_limit,
+                        capture=capture,
                     )
                 except _JailGone:
                     # The jail ended while it waited (killed from outside): nothing ran; use another.
@@ -796,11 +803,7 @@ class Sandbox:
         exact_memory_mb: int | None,
         control: RunControl,
         *,
-        stdout_limit: int,
-        stderr_limit: int,
-        stdout_keep: int,
-        stderr_keep: tuple[int, int],
-        result_limit: int,
+        capture: _Capture,
     ) -> RunResult:
         """One run in a reusable jail taken from the pool; the jail goes back to the pool only if the run ended
         cleanly (the zygote reported it over, with every process of it gone) and its memory came back to idle.
@@ -817,17 +820,14 @@ class Sandbox:
                 profile,
                 None if exact_memory_mb is None else floor_kb + exact_memory_mb * 1024,
                 control,
-                stdout_limit=stdout_limit,
-                stderr_limit=stderr_limit,
-                stdout_keep=stdout_keep,
-                stderr_keep=stderr_keep,
-                result_limit=result_limit,
+                capture=capture,
             )
         except BaseException:
             self._warm.retire(jail, self._discard_prepared)
             raise
         if exact_memory_mb is not None:
-            result.memory_kb = max(0, result.memory_kb - floor_kb)
+            # What the run added to the idle jail; a program that ran had at least a page of its own.
+            result.memory_kb = max(MIN_PEAK_KB, result.memory_kb - floor_kb)
         stopped = result.wall_timeout or result.cancelled or result.stdout_overflow or result.stderr_overflow
         if done is not None and not done.failed and not stopped:
             _fill_from_replies(result, reply, done)
@@ -863,11 +863,7 @@ class Sandbox:
         limit_kb: int | None,
         control: RunControl,
         *,
-        stdout_limit: int,
-        stderr_limit: int,
-        stdout_keep: int,
-        stderr_keep: tuple[int, int],
-        result_limit: int,
+        capture: _Capture,
     ) -> tuple[RunResult, warm.LaunchReply | None, warm.RunDone | None, Path]:
         """Hand a run to a jail's zygote and collect it: the result with the jail's memory peak (from `limit_kb`
         as the jail's limit, if given), the run's reply, the zygote's answer (None if the jail ended first) and
@@ -914,11 +910,7 @@ class Sandbox:
                 started,
                 profile,
                 control,
-                stdout_limit=stdout_limit,
-                stderr_limit=stderr_limit,
-                stdout_keep=stdout_keep,
-                stderr_keep=stderr_keep,
-                result_limit=result_limit,
+                capture=capture,
                 loader_noise=False,
             )
         finally:
@@ -943,34 +935,37 @@ class Sandbox:
 
     def _calibrate(self, jail: warm.PreparedJail, profile: JailProfile) -> None:
         """What an exec'd run costs the jail beyond its program (the setup process and the supervisor, copies of
-        the zygote): measured once with an empty program, and subtracted from every run's peak."""
-        stdin_fd = _sealed_memfd(b"")
-        try:
-            result, reply, done, run_dir = self._exchange(
-                jail,
-                {"argv": ["/usr/bin/true"], "script": None, "check": None, "cpu_time_s": 1, "tmpfs_mb": 1},
-                stdin_fd,
-                None,
-                {},
-                profile,
-                None,
-                RunControl(),
-                stdout_limit=4096,
-                stderr_limit=4096,
-                stdout_keep=0,
-                stderr_keep=(0, 0),
-                result_limit=0,
-            )
-        finally:
-            os.close(stdin_fd)
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if done is not None and not done.failed:
-            _fill_from_replies(result, reply, done)
-        if done is None or done.failed or result.exit_code != 0:
-            raise RuntimeError("a reusable jail failed its calibration run")
-        jail.overhead_kb = max(0, result.memory_kb - jail.idle_kb)
-        if not jail.cgroups.settle(jail.idle_kb + SETTLE_SLACK_KB, SETTLE_WAIT_S):
-            raise RuntimeError("a reusable jail kept memory after its calibration run")
+        the zygote, and an empty program): the least of CALIBRATION_RUNS empty runs, subtracted from every run's
+        peak. The least, so that a run is never charged less than it used: what the copies cost varies by a few
+        hundred KiB from run to run."""
+        overheads = []
+        for _ in range(CALIBRATION_RUNS):
+            stdin_fd = _sealed_memfd(b"")
+            try:
+                result, reply, done, run_dir = self._exchange(
+                    jail,
+                    {"argv": ["/usr/bin/true"], "script": None, "check": None, "cpu_time_s": 1, "tmpfs_mb": 1},
+                    stdin_fd,
+                    None,
+                    {},
+                    profile,
+                    None,
+                    RunControl(),
+                    capture=_Capture(
+                        stdout_limit=4096, stderr_limit=4096, stdout_keep=0, stderr_keep=(0, 0), result_limit=0
+                    ),
+                )
+            finally:
+                os.close(stdin_fd)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            if done is not None and not done.failed:
+                _fill_from_replies(result, reply, done)
+            if done is None or done.failed or result.exit_code != 0:
+                raise RuntimeError("a reusable jail failed its calibration run")
+            overheads.append(max(0, result.memory_kb - jail.idle_kb))
+            if not jail.cgroups.settle(jail.idle_kb + SETTLE_SLACK_KB, SETTLE_WAIT_S):
+                raise RuntimeError("a reusable jail kept memory after its calibration run")
+        jail.overhead_kb = min(overheads)
 
     def _spawn_prepared(self, kind: Hashable) -> warm.PreparedJail:
         """Create a jail whose zygote waits for runs (called by the pool, usually on its own thread)."""
@@ -1057,11 +1052,7 @@ class Sandbox:
         profile: JailProfile,
         control: RunControl,
         *,
-        stdout_limit: int,
-        stderr_limit: int,
-        stdout_keep: int,
-        stderr_keep: tuple[int, int],
-        result_limit: int,
+        capture: _Capture,
     ) -> RunResult:
         stdin_fd = _sealed_memfd(stdin)
         out_r, out_w = os.pipe()
@@ -1105,12 +1096,8 @@ class Sandbox:
                 started,
                 profile,
                 control,
-                stdout_limit=stdout_limit,
-                stderr_limit=stderr_limit,
-                stdout_keep=stdout_keep,
-                stderr_keep=stderr_keep,
                 res_r=res_r,
-                result_limit=result_limit,
+                capture=capture,
             )
         finally:
             control._detach()
@@ -1127,12 +1114,8 @@ class Sandbox:
         profile: JailProfile,
         control: RunControl,
         *,
-        stdout_limit: int,
-        stderr_limit: int,
-        stdout_keep: int,
-        stderr_keep: tuple[int, int],
         res_r: int | None,
-        result_limit: int,
+        capture: _Capture,
     ) -> RunResult:
         """A cold run: its streams until nsjail has exited, then nsjail's wait status and log."""
         result, nsjail_log, _ = _collect(
@@ -1144,11 +1127,7 @@ class Sandbox:
             started,
             profile,
             control,
-            stdout_limit=stdout_limit,
-            stderr_limit=stderr_limit,
-            stdout_keep=stdout_keep,
-            stderr_keep=stderr_keep,
-            result_limit=result_limit,
+            capture=capture,
             loader_noise=True,
         )
         _, status, usage = os.wait4(pid, 0)
@@ -1168,11 +1147,7 @@ def _collect(
     profile: JailProfile,
     control: RunControl,
     *,
-    stdout_limit: int,
-    stderr_limit: int,
-    stdout_keep: int,
-    stderr_keep: tuple[int, int],
-    result_limit: int,
+    capture: _Capture,
     loader_noise: bool,
 ) -> tuple[RunResult, bytes, bool]:
     """Read a run's streams (closing them) until `done_fd` is readable (nsjail exited; or, for a reusable jail,
@@ -1183,7 +1158,7 @@ def _collect(
     stdout_total = 0
     # Every byte read from the program's stderr, before any filtering, minus only the loader's own lines.
     stderr_raw_total = 0
-    stderr = _Excerpt(*stderr_keep)
+    stderr = _Excerpt(*capture.stderr_keep)
     noise = _LoaderNoiseFilter()
     if not loader_noise:
         noise.flush()
@@ -1241,18 +1216,18 @@ def _collect(
                     continue
                 if fd == out_r:
                     stdout_total += len(data)
-                    room = stdout_keep - len(stdout)
+                    room = capture.stdout_keep - len(stdout)
                     if room > 0:
                         stdout += data[:room]
-                    if stdout_total > stdout_limit:
+                    if stdout_total > capture.stdout_limit:
                         overflow_out = True
                 elif fd == err_r:
                     stderr_raw_total += len(data)
                     stderr.add(noise.feed(data))
-                    if stderr_raw_total - noise.dropped > stderr_limit:
+                    if stderr_raw_total - noise.dropped > capture.stderr_limit:
                         overflow_err = True
                 elif fd == res_r:
-                    room = result_limit - len(result_data)
+                    room = capture.result_limit - len(result_data)
                     if len(data) > room:
                         result_overflow = True
                     result_data += data[: max(room, 0)]

@@ -241,17 +241,7 @@ def _supervise(channel: _socket.socket, child: int, verdict_r: int) -> None:
     end everything else in the jail, reap it all and answer how the run went."""
     syntax_error = _read_all(verdict_r).decode("utf-8", "replace")
     os.close(verdict_r)
-    pidfd = os.pidfd_open(child)
-    while True:
-        ready, _, _ = select.select([pidfd, channel.fileno()], [], [])
-        if pidfd in ready:
-            break
-        try:
-            if not channel.recv(1, _socket.MSG_PEEK):
-                _end_jail()  # the host is gone: nobody will read this run's result
-        except OSError:
-            _end_jail()
-        channel.recv(MAX_MESSAGE)  # nothing else is expected; drop it
+    _wait_for(child, channel)
     _, status = os.waitpid(child, 0)
     _kill_the_rest()
     if syntax_error:
@@ -264,6 +254,25 @@ def _supervise(channel: _socket.socket, child: int, verdict_r: int) -> None:
     else:
         _reply(channel, f"R {cpu_s!r} exit {os.WEXITSTATUS(status)}".encode())
     os._exit(0)
+
+
+def _wait_for(child: int, channel: _socket.socket) -> None:
+    """Wait until `child` has ended (it stays unreaped); if the host goes away meanwhile (`channel` reads EOF),
+    nobody will read this run's result: end everything."""
+    pidfd = os.pidfd_open(child)
+    try:
+        while True:
+            ready, _, _ = select.select([pidfd, channel.fileno()], [], [])
+            if pidfd in ready:
+                return
+            try:
+                if not channel.recv(1, _socket.MSG_PEEK):
+                    _end_jail()
+            except OSError:
+                _end_jail()
+            channel.recv(MAX_MESSAGE)  # nothing else is expected while a run runs; drop it
+    finally:
+        os.close(pidfd)
 
 
 def _kill_the_rest() -> None:
@@ -376,18 +385,7 @@ def _serve(
     for fd in fds:
         os.close(fd)
     os.close(status_w)
-    pidfd = os.pidfd_open(setup)
-    while True:
-        ready, _, _ = select.select([pidfd, channel.fileno()], [], [])
-        if pidfd in ready:
-            break
-        try:
-            if not channel.recv(1, _socket.MSG_PEEK):
-                _end_jail()  # the host is gone: nobody will read this run's result
-        except OSError:
-            _end_jail()
-        channel.recv(MAX_MESSAGE)  # nothing else is expected while a run runs; drop it
-    os.close(pidfd)
+    _wait_for(setup, channel)
     report = _read_all(status_r).decode("ascii", "replace").split()
     os.close(status_r)
     os.waitpid(setup, 0)
