@@ -9,9 +9,9 @@ filter of its own. When the run is over (every process of it reaped, its namespa
 is back to its idle figure, the jail goes back to the pool.
 
 What a run shares with the runs before it in the same jail: its cgroups (the peak is reset per run, and the jail
-is brought back to its idle memory before the next run) and the zygote's memory,
-which never holds any run's data: the zygote passes a run's fds on unread. A jail whose run did not end normally
-(a clock, an output flood, a cancel, a failed setup) is never reused. See docs/sandbox.md.
+is brought back to its idle memory before the next run) and the zygote's memory, which never holds any run's
+data: the zygote passes a run's fds on unread. A jail whose run did not end normally (a clock, an output flood, a
+cancel, a failed setup) is never reused. See docs/sandbox.md.
 """
 
 from __future__ import annotations
