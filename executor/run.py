@@ -24,7 +24,6 @@ from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, Toolchain, get_language, toolchain
 from services.fuzzing.score import TimeoutRule
 from services.kernel.contracts import Checker, ExecutionResult, Language, Limits, Mode, TestCase, TestResult, Verdict
-from services.sandbox import launcher as launcher_module
 from services.sandbox.jail import (
     INSIDE_ID,
     JAIL_PROGRAM_DIR,
@@ -38,6 +37,7 @@ from services.sandbox.jail import (
     printable,
     sandbox_visible_root,
 )
+from services.sandbox.warm import LAUNCHER_SOURCE, install_readable
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,6 @@ MESSAGE_CAP = 300
 _CANCEL_WAIT_S = 5.0
 _HARNESS_SOURCE = Path(__file__).parent / "harness" / "function_runner.py"
 _DIFF_HARNESS_SOURCE = Path(__file__).parent / "harness" / "diff_runner.py"
-_LAUNCHER_SOURCE = Path(launcher_module.__file__)
 # The Python program's path inside a run's jail, and the file its syntax is checked as.
 _PYTHON_MAIN = "main.py"
 _KNOWN_BUILDS = 4096
@@ -78,12 +77,12 @@ class Executor:
         self._sandbox = Sandbox(nsjail_path or default_nsjail_path(), work_root / "jail", sandbox_uid)
         self._builds = BuildCache(visible / "builds", self._sandbox)
         self.builds_root = self._builds.root
-        self._harness = _install_harness(visible / "harness")
-        _install_harness(visible / "harness", _DIFF_HARNESS_SOURCE)  # beside it: it imports function_runner
+        self._harness = install_readable(visible / "harness", _HARNESS_SOURCE)
+        install_readable(visible / "harness", _DIFF_HARNESS_SOURCE)  # beside it: it imports function_runner
         # Test runs happen in pre-made jails (services/sandbox/warm.py): one kind per (limits, language, mode),
         # as many ready as there are slots.
         self._sandbox.enable_warm(
-            launcher=_install_harness(visible / "harness", _LAUNCHER_SOURCE),
+            launcher=install_readable(visible / "harness", LAUNCHER_SOURCE),
             slots_root=visible / "warm",
             harness=self._harness,
             per_kind=slots,
@@ -529,18 +528,3 @@ def _validate(lang: LanguageSpec, tests: list[TestCase], mode: str, entry_point:
                 raise ValueError(f"tests[{index}]: stdio expected output must be text")
         elif test.code is None and test.input is not None and not isinstance(test.input, list | tuple):
             raise ValueError(f"tests[{index}]: function-mode input must be a list of positional arguments")
-
-
-def _install_harness(directory: Path, source: Path = _HARNESS_SOURCE) -> Path:
-    """A copy of the harness in the staging directory, which is known to be reachable from inside the jail
-    (the package itself may live under a directory the sandbox user cannot search)."""
-    directory.mkdir(exist_ok=True)
-    directory.chmod(0o755)
-    target = directory / source.name
-    content = source.read_bytes()
-    if not target.exists() or target.read_bytes() != content:
-        temp = directory / f".{target.name}.{os.getpid()}"
-        temp.write_bytes(content)
-        temp.chmod(0o644)
-        os.replace(temp, target)
-    return target

@@ -345,7 +345,8 @@ def lint(source: str, language: str, *, jail: ToolJail | None = None, warm: bool
     LINT_CPU_S of CPU, LINT_WALL_S of wall clock, LINT_MEMORY_MB, LINT_OUTPUT_LIMIT per stream. With `warm` (the
     default) pylint runs warm: the request joins a batch (`PylintBatcher`), linted by a forked child of a pylint
     already imported, with the same limits and the same result as the cold run (`warm=False`: one jail and one
-    fresh interpreter for this file alone). Blocking: call from a worker thread (or use `lint_async`).
+    fresh interpreter for this file alone). cppcheck runs in a reusable jail when `warm`, in a jail of its own
+    otherwise, with the same result. Blocking: call from a worker thread (or use `lint_async`).
     Nothing the tool printed is copied as text: the result keeps message ids, types and line numbers, and a failure
     is one of a few fixed reasons ("lint: cppcheck gave no readable report", "lint: pylint timed out", ...).
 
@@ -358,7 +359,7 @@ def lint(source: str, language: str, *, jail: ToolJail | None = None, warm: bool
         if warm:
             return pylint_batcher(jail).submit(source).result()
         return _pylint(source, jail)
-    return _cppcheck(source, language, jail)
+    return _cppcheck(source, language, jail, reusable=warm)
 
 
 async def lint_async(source: str, language: str, *, jail: ToolJail | None = None) -> OfflineScore:
@@ -389,8 +390,11 @@ def _encode_source(source: str) -> bytes:
     return source.encode("utf-8", "surrogatepass")
 
 
-def _run_tool(jail: ToolJail, tool: str, argv: list[str], files: dict[str, bytes]) -> RunResult:
-    """Run a linter in the jail; a run stopped by a limit or a failing sandbox is a fixed-vocabulary failure."""
+def _run_tool(
+    jail: ToolJail, tool: str, argv: list[str], files: dict[str, bytes], *, reusable: bool = False
+) -> RunResult:
+    """Run a linter in the jail (`reusable`: in a reusable one); a run stopped by a limit or a failing sandbox is
+    a fixed-vocabulary failure."""
     result = jail.run(
         argv,
         files,
@@ -398,6 +402,7 @@ def _run_tool(jail: ToolJail, tool: str, argv: list[str], files: dict[str, bytes
         wall_time_s=LINT_WALL_S,
         memory_mb=LINT_MEMORY_MB,
         output_limit=LINT_OUTPUT_LIMIT,
+        reusable=reusable,
     )
     # runtime_messages=False: the tools' output quotes the program (`std::bad_alloc`), it proves nothing.
     status, reason = classify(
@@ -838,7 +843,10 @@ def pylint_batcher(jail: ToolJail) -> PylintBatcher:
         return batcher
 
 
-def _cppcheck(source: str, language: str, jail: ToolJail) -> OfflineScore:
+def _cppcheck(source: str, language: str, jail: ToolJail, *, reusable: bool) -> OfflineScore:
+    """cppcheck on one file, in a reusable jail (a long-lived zygote execs it per file in fresh namespaces; the
+    cold jail, `reusable=False`, is the reference the tests compare with). cppcheck has no library or server mode
+    to keep warm, and one cppcheck over several attempts' files would let one `#include` another's."""
     if not Path(LINT_CPPCHECK).is_file():
         raise OfflineUnavailable("lint: cppcheck is not installed")
     file_name = "solution.c" if language == "c" else "solution.cpp"
@@ -851,7 +859,7 @@ def _cppcheck(source: str, language: str, jail: ToolJail) -> OfflineScore:
         "--quiet",
         f"{TOOL_FILES_DIR}/{file_name}",
     ]
-    result = _run_tool(jail, "cppcheck", argv, {file_name: _encode_source(source)})
+    result = _run_tool(jail, "cppcheck", argv, {file_name: _encode_source(source)}, reusable=reusable)
     if result.exit_code != 0:
         raise OfflineUnavailable(f"lint: cppcheck failed (exit {result.exit_code})")
     reported = _cppcheck_report(result.stderr)

@@ -5,6 +5,10 @@ Such a tool is the untrusted source's first reader, just as a compiler is: cppch
 executor's `Sandbox`: the toolchain (/usr and the merged-/usr links) read-only, /proc, /dev/null, tmpfs /box (the
 working directory) and /tmp, and one fresh host directory holding only the files written for this run, bound
 read-only at /prog. Nothing else of the host (the data dir, admin.key, /etc, /root, the checkout) is visible.
+
+A run is either cold (`reusable=False`: a jail of its own, made for it and ended after it) or in a reusable jail
+(`reusable=True`: services/sandbox/warm.py; a long-lived zygote execs the tool in fresh namespaces of the run's
+own, with its own /box, /tmp and /prog, so no file of another run is in reach and jail creation is paid ahead).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from services.sandbox.jail import (
     ensure_cgroup_parents,
     sandbox_visible_root,
 )
+from services.sandbox.warm import LAUNCHER_SOURCE, install_readable, write_program
 
 # Where the files given to run() appear inside the jail.
 TOOL_FILES_DIR = JAIL_PROGRAM_DIR
@@ -36,7 +41,8 @@ _STALE_S = 3600
 
 
 class ToolJail:
-    """Runs one tool per call, each in its own jail. One per process; thread-safe, at most `slots` at once."""
+    """Runs one tool per call, each in a jail of its own or in a reusable one. One per process; thread-safe, at
+    most `slots` at once. `close()` ends the reusable jails."""
 
     def __init__(
         self,
@@ -57,7 +63,21 @@ class ToolJail:
         self.files_root.chmod(0o711)
         self.slots = max(1, slots or os.cpu_count() or 1)
         self._slots = threading.BoundedSemaphore(self.slots)
+        visible = self.files_root.parent
+        self._sandbox.enable_warm(
+            launcher=install_readable(visible / "tools-launcher", LAUNCHER_SOURCE),
+            slots_root=visible / "tools-warm",
+            per_kind=self.slots,
+        )
         self._remove_stale()
+
+    def close(self) -> None:
+        """End the reusable jails waiting for a run."""
+        self._sandbox.close()
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._sandbox
 
     def run(
         self,
@@ -69,11 +89,12 @@ class ToolJail:
         memory_mb: int,
         output_limit: int,
         stdin: bytes = b"",
+        reusable: bool = False,
     ) -> RunResult:
         """Write `files` (plain names) into a fresh folder, bind it read-only at TOOL_FILES_DIR and run argv there
-        (cwd: the jail's tmpfs /box), `stdin` on its standard input. Blocking: call from a worker thread. Each of
-        stdout and stderr is kept whole up to `output_limit` bytes; past it the jail is killed and the result
-        says so."""
+        (cwd: the jail's tmpfs /box), `stdin` on its standard input, in a jail of its own or (`reusable`) in a
+        reusable one. Blocking: call from a worker thread. Each of stdout and stderr is kept whole up to
+        `output_limit` bytes; past it the run is stopped and the result says so."""
         profile = JailProfile(
             cpu_time_s=cpu_time_s,
             wall_time_s=wall_time_s,
@@ -81,13 +102,24 @@ class ToolJail:
             processes=TOOL_PROCESSES,
             # No /dev/zero or /dev/urandom: `#include "/dev/zero"` must fail at once, not fill memory.
             devices=("/dev/null",),
+            warm=reusable,
         )
         with self._slots:
+            if reusable:
+                return self._sandbox.run(
+                    profile,
+                    argv,
+                    program_files=files,
+                    stdin=stdin,
+                    stdout_limit=output_limit,
+                    stderr_limit=output_limit,
+                    stdout_keep=output_limit,
+                    stderr_keep=(output_limit, 0),
+                )
             folder = Path(tempfile.mkdtemp(prefix="run-", dir=self.files_root))
             try:
                 folder.chmod(0o755)
-                for name, data in files.items():
-                    _write_file(folder, name, data)
+                write_program(files, folder)
                 return self._sandbox.run(
                     profile,
                     argv,
@@ -107,12 +139,3 @@ class ToolJail:
             with contextlib.suppress(OSError):
                 if entry.name.startswith("run-") and entry.stat(follow_symlinks=False).st_mtime < cutoff:
                     shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _write_file(folder: Path, name: str, data: bytes) -> None:
-    if not name or "/" in name or name in (".", ".."):
-        raise ValueError(f"not a plain file name: {name!r}")
-    fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.chmod(folder / name, 0o644)

@@ -417,6 +417,25 @@ def write_program(files: dict[str, bytes], slot: Path) -> None:
         os.chmod(slot / name, 0o644)
 
 
+# The zygote's program: copied (install_readable) to where jails can read it, for Sandbox.enable_warm.
+LAUNCHER_SOURCE = Path(__file__).with_name("launcher.py")
+
+
+def install_readable(directory: Path, source: Path) -> Path:
+    """A copy of `source` in `directory` (made if missing), readable from inside jails: the package itself may
+    live under a directory the sandbox user cannot search. Replaced atomically when its content changed."""
+    directory.mkdir(exist_ok=True)
+    directory.chmod(0o755)
+    target = directory / source.name
+    content = source.read_bytes()
+    if not target.exists() or target.read_bytes() != content:
+        temp = directory / f".{target.name}.{os.getpid()}"
+        temp.write_bytes(content)
+        temp.chmod(0o644)
+        os.replace(temp, target)
+    return target
+
+
 def make_run_dir(slot: Path) -> Path:
     """A fresh, empty folder in a jail's /prog for one run's program (random name: it says nothing)."""
     run_dir = slot / secrets.token_hex(8)

@@ -14,6 +14,7 @@ from judge.tooljail import ToolJail
 def tool_jail(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolJail]:
     jail = ToolJail(tmp_path_factory.mktemp("judge"), slots=2)
     yield jail
+    jail.close()
     # The jail-visible files live in a staging folder of their own (outside pytest's private temp dir).
     if not jail.files_root.is_relative_to(jail.work_root):
         shutil.rmtree(jail.files_root.parent, ignore_errors=True)

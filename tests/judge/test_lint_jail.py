@@ -269,8 +269,9 @@ def test_cppcheck_report_values_are_checked() -> None:
 # --- what the jail can see -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("reusable", [False, True], ids=["own-jail", "reusable-jail"])
 def test_the_jail_sees_only_the_toolchain_and_the_source(
-    tool_jail: ToolJail, secret: Secret, visible_dir: Path
+    tool_jail: ToolJail, secret: Secret, visible_dir: Path, reusable: bool
 ) -> None:
     readable = visible_dir / "readable.txt"
     readable.write_text("anyone may read this\n")
@@ -293,7 +294,8 @@ def test_the_jail_sees_only_the_toolchain_and_the_source(
     probe = (
         "import json, os, sys\n"
         "print(json.dumps({'root': sorted(os.listdir('/')), 'prog': sorted(os.listdir('/prog')),\n"
-        "                  'seen': [p for p in sys.argv[1:] if os.path.lexists(p)], 'uid': os.getuid()}))\n"
+        "                  'seen': [p for p in sys.argv[1:] if os.path.lexists(p)], 'uid': os.getuid(),\n"
+        "                  'harness': sorted(os.listdir('/harness')) if os.path.isdir('/harness') else None}))\n"
     )
     result = tool_jail.run(
         ["/usr/bin/python3", "-I", "-c", probe, *paths],
@@ -302,16 +304,22 @@ def test_the_jail_sees_only_the_toolchain_and_the_source(
         wall_time_s=10,
         memory_mb=256,
         output_limit=1 << 20,
+        reusable=reusable,
     )
     assert result.exit_code == 0, result.stderr_text
     view = json.loads(result.stdout)
     assert view["seen"] == []
     assert view["prog"] == ["solution.c"]
     assert view["uid"] == 65534
-    assert set(view["root"]) <= {"usr", "bin", "lib", "lib64", "sbin", "dev", "proc", "box", "tmp", "prog"}
+    toolchain = {"usr", "bin", "lib", "lib64", "sbin", "dev", "proc", "box", "tmp", "prog"}
+    # A reusable jail also holds its zygote's program (services/sandbox/launcher.py), and nothing else there.
+    assert set(view["root"]) <= toolchain | ({"harness"} if reusable else set())
+    assert view["harness"] == (["launcher.py"] if reusable else None)
     assert TOOL_FILES_DIR == "/prog"
-    # Nothing is left on the host once the run is over.
+    # Nothing is left on the host once the run is over (a reusable jail's own folder stays, empty).
     assert not any(tool_jail.files_root.iterdir())
+    warm_slots = tool_jail.files_root.parent / "tools-warm"
+    assert not [entry for slot in warm_slots.iterdir() for entry in slot.iterdir()]
 
 
 @pytest.mark.parametrize("language", ["c", "cpp"])

@@ -293,3 +293,82 @@ def test_warm_records_are_read_strictly() -> None:
         assert offline._warm_records(b"ready\n" + bad, 1) == (True, []), bad
     # A record after a bad one is not read.
     assert len(offline._warm_records(b"ready\n" + header(0) + b"{}" + header(2) + b"{}" + header(1) + b"{}", 3)[1]) == 1
+
+
+# --- cppcheck in reusable jails ----------------------------------------------------------------------------------
+
+C_MAIN = "int main(void) {\n    return 0;\n}\n"
+CPPCHECK_SOURCES = {
+    "clean": C_MAIN,
+    "out_of_bounds": "int main(void) {\n    int a[10];\n    a[10] = 1;\n    return a[0];\n}\n",
+    "null_pointer": "int f(int *p) { return *p; }\nint main(void) {\n    int *p = 0;\n    return f(p);\n}\n",
+    "style": "int main(void) {\n    int unused;\n    int x = 1;\n    if (x == x) { return 0; }\n    return 1;\n}\n",
+    "missing_include": '#include "/nonexistent/probe.h"\n#include <stdio.h>\n' + C_MAIN,
+    "self_include": '#include "/prog/solution.c"\n' + C_MAIN,
+    "syntax_error": "int main(void) {\n    return 0;\n",
+    "line_directive": '#line 1 "\x01"\nint main(void) {\n    int a[2];\n    a[2] = 0;\n    return a[0];\n}\n',
+    "cpp_only": "#include <vector>\nint main() {\n    std::vector<int> v(3);\n    return v[3];\n}\n",
+}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("language", ["c", "cpp"])
+def test_cppcheck_in_a_reusable_jail_scores_as_in_a_jail_of_its_own(tool_jail: ToolJail, language: str) -> None:
+    def result(source: str, warm: bool) -> OfflineScore | str:
+        try:
+            return lint(source, language, jail=tool_jail, warm=warm)
+        except OfflineUnavailable as exc:
+            return str(exc)
+
+    for name, source in CPPCHECK_SOURCES.items():
+        warm, cold = result(source, True), result(source, False)
+        assert warm == cold, name
+    scored = {name: result(source, True) for name, source in CPPCHECK_SOURCES.items()}
+    # The sources reach the paths they are meant to: findings, none, and the weights.
+    out_of_bounds = scored["out_of_bounds"]
+    assert isinstance(out_of_bounds, OfflineScore) and out_of_bounds.fields["error_count"] >= 1
+    clean = scored["clean"]
+    assert isinstance(clean, OfflineScore) and clean.fields["finding_count"] == 0
+    # The runs took reusable jails and gave them back: one is waiting for the next file.
+    assert tool_jail.sandbox.ready_jails() >= 1
+
+
+def test_a_tool_run_in_a_reusable_jail_leaves_nothing_for_the_next(tool_jail: ToolJail) -> None:
+    # One run leaves files in /box and /tmp and a background process; the next run in the same reusable jail (the
+    # same jail: its cgroup, which a run can read, is the same) finds neither.
+    leave = (
+        "import subprocess\n"
+        "open('/box/left', 'w').write('x'); open('/tmp/left', 'w').write('x')\n"
+        "subprocess.Popen(['/usr/bin/sleep', '60'], start_new_session=True)\n"
+        "print(open('/proc/self/cgroup').read().strip())\n"
+    )
+    look = (
+        "import json, os\n"
+        "print(json.dumps({'box': os.listdir('/box'), 'tmp': os.listdir('/tmp'),\n"
+        "                  'pids': sorted(int(p) for p in os.listdir('/proc') if p.isdigit()),\n"
+        "                  'cgroup': open('/proc/self/cgroup').read().strip()}))\n"
+    )
+
+    def run(program: str) -> str:
+        result = tool_jail.run(
+            ["/usr/bin/python3", "-I", "-c", program],
+            {"solution.c": b""},
+            cpu_time_s=5,
+            wall_time_s=10,
+            memory_mb=256,
+            output_limit=1 << 16,
+            reusable=True,
+        )
+        assert result.exit_code == 0, result.stderr_text
+        return result.stdout.decode().strip()
+
+    for _ in range(3):
+        left_in = run(leave)
+        seen = json.loads(run(look))
+        if seen["cgroup"] == left_in:
+            break
+    else:
+        pytest.fail("no two consecutive runs shared a reusable jail")
+    assert seen["box"] == [] and seen["tmp"] == [], seen
+    # The run's own process and its supervisor (PID 1): nothing else in its PID namespace.
+    assert seen["pids"] == [1, 2], seen
