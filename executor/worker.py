@@ -284,8 +284,7 @@ async def _execute_attempt(ctx: dict[str, Any], pipeline: Pipeline, attempt_id: 
             },
         )
     )
-    if following is not None:
-        await attempts.enqueue_stage(attempt_id, following)
+    await attempts.after_stage(attempt_id, moved, following)
     _record_telemetry(claimed.language, outcome)
 
 

@@ -26,6 +26,7 @@ from gateway.routes import (
     reports,
     similarity,
 )
+from gateway.waiting import EndedAttempts
 from services.kernel import queue, telemetry
 from services.kernel.db import dispose_engine, init_engine
 from services.kernel.judges import configured_judges
@@ -106,11 +107,13 @@ class MetricsMiddleware:
 
 
 @asynccontextmanager
-async def _lifespan(_: FastAPI) -> AsyncIterator[None]:
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings = get_settings()
     configured_judges(str(settings.judges_file) if settings.judges_file else None)  # a bad file stops the start
     init_engine(role="gateway")
+    app.state.ended_attempts = EndedAttempts()
     yield
+    await app.state.ended_attempts.close()
     await queue.close_pool()
     await dispose_engine()
 

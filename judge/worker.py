@@ -257,9 +257,8 @@ async def judge_attempt(ctx: dict[str, Any], subject: str) -> None:
         if job_id is not None:
             await jobs.count_unit_once(session, job_id, attempt_id)
             return
-        _, following = await attempts.finish_stage(session, attempt_id, Stage.JUDGE)
-    if following is not None:
-        await attempts.enqueue_stage(attempt_id, following)
+        moved, following = await attempts.finish_stage(session, attempt_id, Stage.JUDGE)
+    await attempts.after_stage(attempt_id, moved, following)
 
 
 async def _startup(ctx: dict[str, Any]) -> None:

@@ -181,11 +181,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
             return 0
         with console.status(f"judging {accepted['attempt_id']} ...") as status:
             while True:
-                attempt = client.get(f"/v1/attempts/{accepted['attempt_id']}").json()
+                # A long poll: answered as soon as the attempt ends, or after 10 s with its status then.
+                read = client.get(f"/v1/attempts/{accepted['attempt_id']}", params={"wait_s": 10}, timeout=40)
+                if read.status_code != 200:
+                    return _fail(read)
+                attempt = read.json()
                 status.update(f"{attempt['attempt_id']}: {attempt['status']}")
                 if attempt["status"] in FINAL_ATTEMPT_STATUSES:
                     break
-                time.sleep(0.05)
         print(json.dumps(attempt, indent=2))
         return 0 if attempt["verdict"] == Verdict.AC else 2
 

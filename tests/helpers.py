@@ -10,14 +10,16 @@ import httpx
 
 
 def wait_attempt(client: httpx.Client, attempt_id: str, timeout_s: float = 90) -> dict[str, Any]:
+    """The attempt once it ended, read with the API's long poll (`wait_s`)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        view = client.get(f"/v1/attempts/{attempt_id}").json()
+        wait_s = max(0.0, min(10.0, deadline - time.monotonic()))
+        response = client.get(f"/v1/attempts/{attempt_id}", params={"wait_s": wait_s}, timeout=wait_s + 30)
+        view = response.json()
         if view["status"] in ("done", "failed"):
             return view
         if time.monotonic() > deadline:
             raise AssertionError(f"attempt {attempt_id} still {view['status']} after {timeout_s} s")
-        time.sleep(0.02)
 
 
 def wait_job(client: httpx.Client, job_id: str, timeout_s: float = 120) -> dict[str, Any]:
@@ -69,39 +71,38 @@ SUM_SOURCES = {
 }
 
 
-def count_rows(database_url: str, sql: str, **params: Any) -> int:
-    """Run a COUNT query straight against the stack's database (SQLite file or PostgreSQL)."""
+def _on_database(database_url: str, statement: str, params: dict[str, Any], *, write: bool = False) -> Any:
+    """Run one SQL statement straight against the stack's database (SQLite file or PostgreSQL): its result's rows
+    as dicts, or (`write`) how many rows it changed, committed."""
     import asyncio
 
     from sqlalchemy import text
 
     from services.kernel.db import make_engine
 
-    async def run() -> int:
+    async def run() -> Any:
         engine = make_engine(database_url, role="tests")
         try:
-            async with engine.connect() as connection:
-                return int((await connection.execute(text(sql), params)).scalar_one())
+            async with engine.begin() if write else engine.connect() as connection:
+                result = await connection.execute(text(statement), params)
+                return result.rowcount if write else [dict(row._mapping) for row in result.all()]
         finally:
             await engine.dispose()
 
     return asyncio.run(run())
+
+
+def count_rows(database_url: str, sql: str, **params: Any) -> int:
+    """Run a COUNT query straight against the stack's database (SQLite file or PostgreSQL)."""
+    rows = _on_database(database_url, sql, params)
+    return int(next(iter(rows[0].values())))
 
 
 def fetch_rows(database_url: str, sql: str, **params: Any) -> list[dict[str, Any]]:
     """Rows of a query straight against the stack's database, as dicts."""
-    import asyncio
+    return list(_on_database(database_url, sql, params))
 
-    from sqlalchemy import text
 
-    from services.kernel.db import make_engine
-
-    async def run() -> list[dict[str, Any]]:
-        engine = make_engine(database_url, role="tests")
-        try:
-            async with engine.connect() as connection:
-                return [dict(row._mapping) for row in (await connection.execute(text(sql), params)).all()]
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(run())
+def change_rows(database_url: str, sql: str, **params: Any) -> int:
+    """Run an UPDATE (or another write) straight against the stack's database, committed; rows changed."""
+    return int(_on_database(database_url, sql, params, write=True))

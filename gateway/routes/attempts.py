@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -16,8 +16,9 @@ from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
 from gateway.schemas import AttemptAccepted, AttemptIn, AttemptOut, AttemptPage, BatchAccepted, BatchIn
 from gateway.submissions import attempt_views, find_attempt_view, not_found, put_attempt, put_attempts
+from gateway.waiting import EndedAttempts
 from services.kernel import attempts, jobs
-from services.kernel.contracts import AttemptStatus, JobKind, JobStatus
+from services.kernel.contracts import FINAL_ATTEMPT_STATUSES, AttemptStatus, JobKind, JobStatus
 from services.kernel.models import Attempt, new_id
 
 router = APIRouter(prefix="/v1/attempts", tags=["attempts"])
@@ -77,11 +78,42 @@ async def submit_batch(body: BatchIn, principal: SubmitKey, session: SessionDep)
     return BatchAccepted(job_id=job_id, attempt_ids=ids)
 
 
+# The longest a read may wait for its attempt to end (`wait_s`).
+MAX_WAIT_S = 60.0
+
+
 @router.get("/{attempt_id}", response_model=AttemptOut)
-async def get(attempt_id: str, principal: ReadKey, session: SessionDep) -> dict[str, Any]:
+async def get(
+    attempt_id: str,
+    principal: ReadKey,
+    session: SessionDep,
+    request: Request,
+    wait_s: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=MAX_WAIT_S,
+            description="Wait up to this many seconds for the attempt to end (status done or failed) before "
+            "answering: a long poll. 0 (the default) answers at once. The answer is the attempt as it is then, "
+            "ended or not.",
+        ),
+    ] = 0,
+) -> dict[str, Any]:
     view = await find_attempt_view(session, principal.tenant, attempt_id)
     if view is None:
         raise not_found("attempt", attempt_id)
+    if wait_s == 0 or view["status"] in FINAL_ATTEMPT_STATUSES:
+        return view
+
+    async def ended() -> bool:
+        status = await session.scalar(select(Attempt.status).where(Attempt.attempt_id == attempt_id))
+        # The read's transaction ends here: no database connection is held while the request waits.
+        await session.rollback()
+        return status in FINAL_ATTEMPT_STATUSES
+
+    ended_attempts: EndedAttempts = request.app.state.ended_attempts
+    if await ended_attempts.wait_until(attempt_id, ended, wait_s):
+        view = await find_attempt_view(session, principal.tenant, attempt_id) or view
     return view
 
 

@@ -362,6 +362,15 @@ async def enqueue_stage(attempt_id: str, stage: str, *, wake: bool = True) -> bo
     return await queue.enqueue(STAGE_TASK[Stage(stage)], attempt_id, wake=wake)
 
 
+async def after_stage(attempt_id: str, moved: bool, following: Stage | None) -> None:
+    """After the commit that ended a stage of an attempt (`finish_stage`, `finish_many`): enqueue its next stage,
+    or, if this write ended the attempt, announce that (to readers waiting on it)."""
+    if following is not None:
+        await enqueue_stage(attempt_id, following)
+    elif moved:
+        await queue.announce_ended([attempt_id])
+
+
 # A batch wakes its queues' workers after its first attempt and then once per this many, not once per attempt.
 _WAKE_EVERY = 32
 

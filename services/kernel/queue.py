@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from arq import create_pool
@@ -57,6 +57,23 @@ def task_key(task: Task, subject: str) -> str:
 def wake_channel(queue_name: str) -> str:
     """The Redis channel on which enqueueing tells a queue's workers that work is waiting."""
     return f"tribunal:wake:{queue_name}"
+
+
+# The Redis channel on which workers announce attempts that reached a final status (after the commit): message =
+# attempt ids, space-separated. Readers waiting on an attempt (GET /v1/attempts/{id}?wait_s=) listen to it.
+ATTEMPTS_ENDED_CHANNEL = "tribunal:attempts-ended"
+
+
+async def announce_ended(attempt_ids: Sequence[str], *, pool: ArqRedis | None = None) -> None:
+    """Tell readers waiting on these attempts that they ended (call after the commit). Best effort: a reader that
+    misses it finds the end when it next looks (gateway/waiting.py)."""
+    if not attempt_ids:
+        return
+    redis = pool or await get_pool()
+    try:
+        await redis.publish(ATTEMPTS_ENDED_CHANNEL, " ".join(attempt_ids).encode())
+    except (RedisError, OSError) as exc:
+        log.debug("could not announce ended attempts: %s", exc)
 
 
 async def notify(queue_name: str, *, pool: ArqRedis | None = None) -> None:

@@ -270,8 +270,7 @@ async def verify_mutant(ctx: dict[str, Any], attempt_id: str) -> None:
         if moved and isinstance(record, dict) and record.get("draw") is not None and mutant.job_id is not None:
             advance = mutant.job_id
             await _settle_draw(session, advance, str(record["slot"]), int(record["draw"]), kept=not last)
-    if following is not None:
-        await attempts.enqueue_stage(attempt_id, following)
+    await attempts.after_stage(attempt_id, moved, following)
     if advance is not None:
         await _advance(advance)
 
