@@ -21,6 +21,9 @@ lint: setup
 
 bench: setup
 	.venv/bin/python bench/run.py
+	.venv/bin/python bench/bench_humaneval.py --repeats 3
+	.venv/bin/python bench/bench_lint.py
+	.venv/bin/python bench/bench_namespace_floor.py
 	.venv/bin/python bench/bench_judge.py
 	.venv/bin/python bench/bench_perturb.py
 	.venv/bin/python bench/bench_differential.py

@@ -16,6 +16,8 @@ how many there are; it is ~10x the warm one), in the same runs, alternating with
 attempts/s of each path per run, their medians and ranges, the ratio of the medians, and whether the lint results
 of the attempts both paths judged are identical. The machine may be shared: CPU seconds per attempt (getrusage,
 this process and the jails) are reported too, with what they allow on the idle cores (cores / CPU per attempt).
+Also, in the same runs: cppcheck on C files one at a time, in a reusable jail (how `lint` runs it) against a jail
+of its own per file; median ms per file and whether the results are identical.
 Writes bench/results/lint.json.
 """
 
@@ -137,6 +139,30 @@ def describe(run: Run) -> str:
     return f"{run.attempts_per_s:.2f} attempts/s, {run.cpu_ms:.0f} ms CPU/attempt"
 
 
+# C files for the cppcheck comparison: clean, with an error finding, with style findings.
+C_FILES = [
+    '#include <stdio.h>\nint main(void) {\n    int n = 0;\n    if (scanf("%d", &n) != 1) return 1;\n'
+    '    printf("%d\\n", n * (n + 1) / 2);\n    return 0;\n}\n',
+    "int main(void) {\n    int a[10];\n    a[10] = 1;\n    return a[0];\n}\n",
+    "int f(int x) {\n    int unused;\n    if (x == x) { return 0; }\n    return 1;\n}\n"
+    "int main(void) { return f(1); }\n",
+]
+
+
+def cppcheck_ms(jail: ToolJail, files: int, *, warm: bool) -> tuple[float, list[Any]]:
+    """Median ms per file of `files` cppcheck runs one after another, and their outcomes."""
+    times, outcomes = [], []
+    for index in range(files):
+        source = C_FILES[index % len(C_FILES)] + f"/* {index} */\n"
+        started = time.perf_counter()
+        try:
+            outcomes.append(lint(source, "c", jail=jail, warm=warm))
+        except OfflineUnavailable as exc:
+            outcomes.append(str(exc))
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times), outcomes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attempts", type=int, default=96, help="attempts per warm run")
@@ -154,6 +180,8 @@ def main() -> None:
     cold_runs: list[Run] = []
     batches: list[int] = []
     mismatches = 0
+    cppcheck: dict[str, list[float]] = {"reusable": [], "own": []}
+    cppcheck_mismatches = 0
     try:
         for number in range(args.runs):
             before = pylint_batcher(jail).batches
@@ -162,11 +190,17 @@ def main() -> None:
             cold_runs.append(timed(cold_items, jail, warm=False))
             pairs = zip(warm_runs[-1].outcomes, cold_runs[-1].outcomes, strict=False)
             mismatches += sum(warm != cold for warm, cold in pairs)
+            reusable_ms, reusable_outcomes = cppcheck_ms(jail, 24, warm=True)
+            own_ms, own_outcomes = cppcheck_ms(jail, 24, warm=False)
+            cppcheck["reusable"].append(reusable_ms)
+            cppcheck["own"].append(own_ms)
+            cppcheck_mismatches += sum(a != b for a, b in zip(reusable_outcomes, own_outcomes, strict=True))
             print(
                 f"run {number + 1}/{args.runs}: warm {describe(warm_runs[-1])} ({len(items)} attempts, "
                 f"{batches[-1]} pylint batches); cold {describe(cold_runs[-1])} ({len(cold_items)} attempts)"
             )
     finally:
+        jail.close()
         if not jail.files_root.is_relative_to(jail.work_root):
             shutil.rmtree(jail.files_root.parent, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
@@ -182,6 +216,11 @@ def main() -> None:
         "pylint_batches_per_warm_run": batches,
         "lint_results_identical": mismatches == 0,
         "lint_mismatches": mismatches,
+        "cppcheck_ms_per_file": {
+            name: {"runs": [round(ms, 1) for ms in values], "median": round(statistics.median(values), 1)}
+            for name, values in (("reusable_jail", cppcheck["reusable"]), ("own_jail", cppcheck["own"]))
+        },
+        "cppcheck_results_identical": cppcheck_mismatches == 0,
     }
     for name, runs in (("warm", warm_runs), ("cold", cold_runs)):
         rates = [run.attempts_per_s for run in runs]
@@ -213,6 +252,11 @@ def main() -> None:
         f"warm/cold: {report['speedup_attempts_per_s_median']}x attempts/s, "
         f"{report['speedup_cpu_per_attempt_median']}x less CPU per attempt; identical lint results: {mismatches == 0}; "
         f"load average {report['load_average_before'][0]} -> {report['load_average_after'][0]}"
+    )
+    files = report["cppcheck_ms_per_file"]
+    print(
+        f"cppcheck, one file at a time: {files['reusable_jail']['median']} ms per file in a reusable jail, "
+        f"{files['own_jail']['median']} ms in a jail of its own; identical: {cppcheck_mismatches == 0}"
     )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "lint.json").write_text(json.dumps(report, indent=2) + "\n")
