@@ -563,7 +563,7 @@ def _start(
             child = os.posix_spawn(
                 argv[0], argv, os.environ, setsigmask=(), setsigdef=(signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ)
             )
-        except OSError:
+        except Exception:  # noqa: BLE001 - OSError, or an argv it cannot encode (ValueError): never a traceback
             child = _exit_status_child(127)  # as execv failing in a fork would end
         _supervise(channel, child, None)
     verdict_r, verdict_w = os.pipe()
