@@ -45,7 +45,7 @@ from services.kernel.contracts import Checker, Language, Limits, Mode
 from services.sandbox.jail import JAIL_SOURCE_DIR, JailProfile, RunResult, printable
 
 if TYPE_CHECKING:
-    from executor.builds import Build
+    from executor.builds import Build, BuildLease
     from executor.run import Executor
 
 log = logging.getLogger(__name__)
@@ -218,51 +218,59 @@ async def differential(
     # seconds of CPU: in the executor's threads, so the event loop stays free.
     counts, lines = await executor._in_thread(encode_repetitions, mode, repetitions)
     builds: list[Build] = []
-    for side, lang, source in zip(SIDES, langs, (reference_source, candidate_source), strict=True):
-        if lang.id not in executor._toolchains:
-            executor._toolchains[lang.id] = await executor._in_thread(_toolchain, lang.id)
-        tools = executor._toolchains[lang.id]
-        if tools is None:
-            return DifferentialResult(
-                "unsupported", None, message=f"the {lang.id} toolchain is not available", side=side
-            )
-        try:
-            build = await executor._build(lang, tools.key, source, tenant=tenant)
-        except Exception as exc:
-            log.exception("building the %s's %s program failed", side, lang.id)
-            return DifferentialResult(
-                "internal_error", None, message=f"internal error while compiling ({type(exc).__name__})", side=side
-            )
-        if build.status != "ok":
-            status = "compile_error" if build.status == "ce" else "internal_error"
-            text = printable(build.compile_output)[:MESSAGE_CAP] if build.status == "ce" else "the build failed"
-            return DifferentialResult(status, None, message=f"the {side} does not compile: {text}", side=side)
-        builds.append(build)
-    wall = LOAD_TIMEOUT_S + len(counts) * (time_budget_s + _REPETITION_SLACK_S) + _JAIL_SLACK_S
-    header: dict[str, Any] = {
-        "mode": str(mode),
-        "entry_point": entry_point or "",
-        "timeout": per_input_timeout_s,
-        "budget": time_budget_s,
-        "load_timeout": LOAD_TIMEOUT_S,
-        "counts": counts,
-        "reply_cap": MAX_REPLY_BYTES,
-        "side_cap": MAX_SIDE_BYTES,
-        "output_cap": limits.output_kb * 1024,
-    }
-    body = b"\n".join(lines)
+    # Each build is leased until both sides have run: no executor evicts it from the cache meanwhile.
+    leases: list[BuildLease] = []
     try:
-        results = await asyncio.gather(
-            *(
-                _run_side(executor, lang, build, header, body, wall, limits)
-                for lang, build in zip(langs, builds, strict=True)
+        for side, lang, source in zip(SIDES, langs, (reference_source, candidate_source), strict=True):
+            if lang.id not in executor._toolchains:
+                executor._toolchains[lang.id] = await executor._in_thread(_toolchain, lang.id)
+            tools = executor._toolchains[lang.id]
+            if tools is None:
+                return DifferentialResult(
+                    "unsupported", None, message=f"the {lang.id} toolchain is not available", side=side
+                )
+            try:
+                build, lease = await executor._leased_build(lang, tools.key, source, tenant=tenant)
+            except Exception as exc:
+                log.exception("building the %s's %s program failed", side, lang.id)
+                return DifferentialResult(
+                    "internal_error", None, message=f"internal error while compiling ({type(exc).__name__})", side=side
+                )
+            if lease is not None:
+                leases.append(lease)
+            if build.status != "ok":
+                status = "compile_error" if build.status == "ce" else "internal_error"
+                text = printable(build.compile_output)[:MESSAGE_CAP] if build.status == "ce" else "the build failed"
+                return DifferentialResult(status, None, message=f"the {side} does not compile: {text}", side=side)
+            builds.append(build)
+        wall = LOAD_TIMEOUT_S + len(counts) * (time_budget_s + _REPETITION_SLACK_S) + _JAIL_SLACK_S
+        header: dict[str, Any] = {
+            "mode": str(mode),
+            "entry_point": entry_point or "",
+            "timeout": per_input_timeout_s,
+            "budget": time_budget_s,
+            "load_timeout": LOAD_TIMEOUT_S,
+            "counts": counts,
+            "reply_cap": MAX_REPLY_BYTES,
+            "side_cap": MAX_SIDE_BYTES,
+            "output_cap": limits.output_kb * 1024,
+        }
+        body = b"\n".join(lines)
+        try:
+            results = await asyncio.gather(
+                *(
+                    _run_side(executor, lang, build, header, body, wall, limits)
+                    for lang, build in zip(langs, builds, strict=True)
+                )
             )
-        )
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        log.exception("a differential run failed inside the executor")
-        return DifferentialResult("internal_error", None, message=f"internal error ({type(exc).__name__})")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("a differential run failed inside the executor")
+            return DifferentialResult("internal_error", None, message=f"internal error ({type(exc).__name__})")
+    finally:
+        for lease in leases:
+            lease.release()
     for side, result in zip(SIDES, results, strict=True):
         if result.jail_error or result.cancelled:
             log.error("differential run: the %s's jail failed: %s\n%s", side, result.jail_error, result.nsjail_log)

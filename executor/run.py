@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from executor import differential as _differential
-from executor.builds import Build, BuildCache
+from executor.builds import Build, BuildCache, BuildLease, BuildLimits
 from executor.checkers import excerpt, mismatch, values_equal
 from executor.differential import DifferentialResult
 from executor.harness import function_runner as harness
@@ -57,6 +57,11 @@ _PYTHON_MAIN = "main.py"
 _KNOWN_BUILDS = 4096
 
 
+class InvalidRequest(ValueError):
+    """A request the executor cannot execute as given (the gateway refuses these first); its message names what is
+    wrong with the request, never a host path or a tool's output."""
+
+
 class Executor:
     """Compiles and runs programs in nsjail. One per process; safe to share between concurrent tasks."""
 
@@ -66,6 +71,7 @@ class Executor:
         slots: int = os.cpu_count() or 1,
         nsjail_path: Path | None = None,
         sandbox_uid: int = INSIDE_ID,
+        build_limits: BuildLimits | None = None,
     ) -> None:
         if slots < 1:
             raise ValueError("slots must be at least 1")
@@ -75,7 +81,8 @@ class Executor:
         self.work_root = work_root
         visible = sandbox_visible_root(work_root)
         self._sandbox = Sandbox(nsjail_path or default_nsjail_path(), work_root / "jail", sandbox_uid)
-        self._builds = BuildCache(visible / "builds", self._sandbox)
+        # The build cache's bounds: TRIBUNAL_MAX_BUILD_MB, TRIBUNAL_BUILD_CACHE_MB, TRIBUNAL_BUILD_CACHE_TENANT_MB.
+        self._builds = BuildCache(visible / "builds", self._sandbox, build_limits or BuildLimits.from_settings())
         self.builds_root = self._builds.root
         self._harness = install_readable(visible / "harness", _HARNESS_SOURCE)
         install_readable(visible / "harness", _DIFF_HARNESS_SOURCE)  # beside it: it imports function_runner
@@ -142,12 +149,16 @@ class Executor:
         `tenant` scopes the build cache: builds are never shared between tenants, so how fast a compile
         answers cannot tell one tenant what another submitted.
 
-        Raises ValueError for requests that cannot be executed as given (unknown language, function mode
-        outside Python, malformed tests); everything that goes wrong with the program is a verdict.
+        Raises InvalidRequest (a ValueError) for requests that cannot be executed as given (unknown language,
+        function mode outside Python, malformed tests): retrying cannot help. Everything that goes wrong with the
+        program is a verdict.
         """
-        lang = get_language(language)
         tests = list(tests)
-        _validate(lang, tests, mode, entry_point)
+        try:
+            lang = get_language(language)
+            _validate(lang, tests, mode, entry_point)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
         if lang.id not in self._toolchains:
             self._toolchains[lang.id] = await self._in_thread(toolchain, lang.id)
         tools = self._toolchains[lang.id]
@@ -158,9 +169,10 @@ class Executor:
             # SyntaxError there is the attempt's CE (services/sandbox/launcher.py).
             program = _Program(main=_PYTHON_MAIN, files={_PYTHON_MAIN: _encode(source_code)})
             compile_output, cached = "", False
+            lease: BuildLease | None = None
         else:
             try:
-                build = await self._build(lang, tools.key, source_code, tenant=tenant)
+                build, lease = await self._leased_build(lang, tools.key, source_code, tenant=tenant)
             except Exception as exc:
                 log.exception("building a %s program failed", lang.id)
                 return _failed(
@@ -171,12 +183,16 @@ class Executor:
                 return _failed(verdict, build.compile_output, len(tests), tools.key, build.cached)
             program = _Program(main=build.main, directory=build.program_dir)
             compile_output, cached = build.compile_output, build.cached
-        runs = await asyncio.gather(
-            *(
-                self._run_test(index, test, lang, program, mode, entry_point, checker, limits)
-                for index, test in enumerate(tests)
+        try:
+            runs = await asyncio.gather(
+                *(
+                    self._run_test(index, test, lang, program, mode, entry_point, checker, limits)
+                    for index, test in enumerate(tests)
+                )
             )
-        )
+        finally:
+            if lease is not None:
+                lease.release()
         syntax_error = next((error for _, error in runs if error is not None), None)
         if syntax_error is not None:
             return _failed(Verdict.CE, printable(syntax_error.strip()), len(tests), tools.key, cached)
@@ -232,13 +248,29 @@ class Executor:
 
     # --- building -----------------------------------------------------------------------------------
 
+    async def _leased_build(
+        self, lang: LanguageSpec, toolchain_key: str, source: str, *, tenant: str
+    ) -> tuple[Build, BuildLease | None]:
+        """The build and, when it is a program, a lease that keeps any process from evicting it while it runs
+        (release it after the last run). A build this process remembered, but another evicted since, is built
+        again (once)."""
+        for _ in range(2):
+            build = await self._build(lang, toolchain_key, source, tenant=tenant)
+            if build.status != "ok":
+                return build, None
+            lease = self._builds.acquire(build)
+            if lease is not None:
+                return build, lease
+            self._known_builds.pop(build.key, None)
+        raise RuntimeError("the build was evicted from the cache before it could run")
+
     async def _build(self, lang: LanguageSpec, toolchain_key: str, source: str, *, tenant: str) -> Build:
         """One compile per key (the tenant's) at a time: later callers wait for the first one's build."""
         key = self._builds.key(lang, toolchain_key, source, tenant=tenant)
         shared = self._inflight.get(key)
         if shared is not None:
             return replace(await asyncio.shield(shared), cached=True)
-        task = asyncio.ensure_future(self._load_or_compile(lang, source, key))
+        task = asyncio.ensure_future(self._load_or_compile(lang, source, key, tenant))
         self._inflight[key] = task
 
         def forget(done: asyncio.Future[Build]) -> None:
@@ -250,15 +282,16 @@ class Executor:
         # Shielded: a cancelled execute must not abort a compile that others may be waiting for.
         return await asyncio.shield(task)
 
-    async def _load_or_compile(self, lang: LanguageSpec, source: str, key: str) -> Build:
+    async def _load_or_compile(self, lang: LanguageSpec, source: str, key: str, tenant: str) -> Build:
         known = self._known_builds.get(key)
-        if known is not None:
+        # Remembered, and still published (the cache evicts least recently used builds: this is a use).
+        if known is not None and self._builds.touch(key):
             self._known_builds.move_to_end(key)
             return known
         build = await self._in_thread(self._builds.load, key)
         if build is None:
             async with self._slots:
-                build = await self._jailed(self._builds.compile, lang, source, key)
+                build = await self._jailed(self._builds.compile, lang, source, key, tenant=tenant)
             if not build.published:
                 return build  # an internal error, or a compile aborted by a limit: try again next time
         self._known_builds[key] = replace(build, cached=True)

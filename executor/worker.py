@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from executor.run import Executor
+from executor.run import Executor, InvalidRequest
 from services.kernel import attempts, jobs, queue, telemetry, worker
 from services.kernel.batching import Coalescer
 from services.kernel.contracts import (
@@ -255,9 +255,15 @@ async def _execute_attempt(ctx: dict[str, Any], pipeline: Pipeline, attempt_id: 
             checker=problem.checker,
             limits=problem.limits,
         )
+    except InvalidRequest as exc:
+        # Permanent: retrying cannot help (the gateway refuses such requests; this is what got past it).
+        log.error("attempt %s cannot be executed as given: %s", attempt_id, exc)
+        outcome = ExecutionResult(
+            verdict=Verdict.IE, passed=0, total=len(problem.tests), compile_output=f"invalid request: {exc}"
+        )
     except Exception as exc:
         if not _is_last_try(ctx):
-            raise
+            raise  # retried (services/kernel/queue.py `task`)
         log.exception("attempt %s failed on its last try", attempt_id)
         outcome = _internal_error(exc, len(problem.tests))
     finally:
@@ -325,9 +331,13 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
             checker=Checker.model_validate(params.get("checker") or {}),
             limits=Limits.model_validate(params.get("limits") or {}),
         )
+    except InvalidRequest as exc:
+        async with session_scope() as session:
+            await jobs.finish(session, job_id, JobStatus.FAILED, error=f"invalid request: {exc}")
+        return
     except Exception as exc:
         if not _is_last_try(ctx):
-            raise
+            raise  # retried (services/kernel/queue.py `task`)
         async with session_scope() as session:
             log.exception("execution job %s failed on its last try", job_id)
             await jobs.finish(session, job_id, JobStatus.FAILED, error=f"internal error ({type(exc).__name__})")

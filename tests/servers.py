@@ -33,60 +33,52 @@ def _as_postgres(argv: list[str]) -> list[str]:
     return argv
 
 
+class PostgresCluster:
+    """A throwaway cluster (trust auth, fsync off) on a free loopback port, which a fault test may stop and start
+    again (the same data, the same port)."""
+
+    def __init__(self) -> None:
+        if not (PG_BIN / "initdb").exists():
+            raise RuntimeError(f"PostgreSQL 15 is not installed ({PG_BIN}); run scripts/setup.sh")
+        self.workdir = Path(tempfile.mkdtemp(prefix="tribunal-pg-"))
+        self.data = self.workdir / "data"
+        self.port = free_port()
+        if os.geteuid() == 0:
+            pw = pwd.getpwnam("postgres")
+            os.chown(self.workdir, pw.pw_uid, pw.pw_gid)
+        initdb = [str(PG_BIN / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "--no-sync"]
+        subprocess.run(_as_postgres([*initdb, "-E", "UTF8"]), check=True, capture_output=True)
+
+    @property
+    def url(self) -> str:
+        """An asyncpg URL of the cluster's default database."""
+        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -k {self.workdir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
+            "-c full_page_writes=off -c max_connections=200"
+        )
+        pg_ctl = [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.workdir / "pg.log"), "-w", "-t", "60"]
+        subprocess.run(_as_postgres([*pg_ctl, "-o", options, "start"]), check=True, capture_output=True)
+
+    def stop(self, mode: str = "immediate") -> None:
+        """Stop the server (`immediate`: as a crash would; `fast`: closing every connection first)."""
+        pg_ctl = [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop"]
+        subprocess.run(_as_postgres(pg_ctl), capture_output=True)
+
+    def remove(self) -> None:
+        self.stop()
+        time.sleep(0.1)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
 @contextmanager
 def postgres_server() -> Iterator[str]:
-    """A throwaway cluster (trust auth, fsync off) on a free loopback port; yields an asyncpg URL."""
-    if not (PG_BIN / "initdb").exists():
-        raise RuntimeError(f"PostgreSQL 15 is not installed ({PG_BIN}); run scripts/setup.sh")
-    workdir = Path(tempfile.mkdtemp(prefix="tribunal-pg-"))
-    data = workdir / "data"
-    port = free_port()
-    if os.geteuid() == 0:
-        pw = pwd.getpwnam("postgres")
-        os.chown(workdir, pw.pw_uid, pw.pw_gid)
+    """A throwaway cluster for the session; yields an asyncpg URL."""
+    cluster = PostgresCluster()
     try:
-        subprocess.run(
-            _as_postgres(
-                [
-                    str(PG_BIN / "initdb"),
-                    "-D",
-                    str(data),
-                    "-U",
-                    "postgres",
-                    "--auth=trust",
-                    "--no-sync",
-                    "-E",
-                    "UTF8",
-                ]
-            ),
-            check=True,
-            capture_output=True,
-        )
-        subprocess.run(
-            _as_postgres(
-                [
-                    str(PG_BIN / "pg_ctl"),
-                    "-D",
-                    str(data),
-                    "-l",
-                    str(workdir / "pg.log"),
-                    "-w",
-                    "-t",
-                    "60",
-                    "-o",
-                    f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
-                    "-c full_page_writes=off -c max_connections=200",
-                    "start",
-                ]
-            ),
-            check=True,
-            capture_output=True,
-        )
-        yield f"postgresql+asyncpg://postgres@127.0.0.1:{port}/postgres"
+        cluster.start()
+        yield cluster.url
     finally:
-        subprocess.run(
-            _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
-            capture_output=True,
-        )
-        time.sleep(0.1)
-        shutil.rmtree(workdir, ignore_errors=True)
+        cluster.remove()

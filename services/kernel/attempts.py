@@ -32,6 +32,7 @@ from services.kernel.contracts import (
     Arm,
     AttemptStatus,
     Condition,
+    JobKind,
     JobStatus,
     Language,
     Mode,
@@ -404,6 +405,32 @@ async def _end_cancelled(session: AsyncSession, attempt_id: str, stage: str) -> 
         .where(Attempt.attempt_id == attempt_id, Attempt.status.in_(LIVE_ATTEMPT_STATUSES), Attempt.stage == stage)
         .values(status=AttemptStatus.FAILED, stage=None, finished_at=utcnow())
     )
+
+
+async def give_up(session: AsyncSession, attempt_id: str, reason: str) -> bool:
+    """End a live attempt `failed` because the task running its stage gave up (its last try raised). Its job, if
+    it was the attempt's own, fails with the reason; a batch's job counts it as done (so the batch still ends) and
+    keeps the first such reason as its error. True if this call ended it."""
+    ended = (
+        await session.execute(
+            update(Attempt)
+            .where(Attempt.attempt_id == attempt_id, Attempt.status.in_(LIVE_ATTEMPT_STATUSES))
+            .values(status=AttemptStatus.FAILED, stage=None, finished_at=utcnow())
+            .returning(Attempt.job_id)
+        )
+    ).first()
+    if ended is None:
+        return False
+    if ended.job_id:
+        kind = await session.scalar(select(Job.kind).where(Job.job_id == ended.job_id))
+        if kind == JobKind.EXECUTE_ATTEMPT:
+            await jobs.finish(session, ended.job_id, JobStatus.FAILED, error=reason)
+        else:
+            await session.execute(
+                update(Job).where(Job.job_id == ended.job_id, Job.error.is_(None)).values(error=reason)
+            )
+            await jobs.add_progress(session, ended.job_id)
+    return True
 
 
 async def claim(session: AsyncSession, attempt_id: str, stage: Stage) -> Attempt | None:

@@ -16,6 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
 from arq.jobs import Job, JobStatus
+from arq.worker import Retry
 from redis.exceptions import RedisError
 
 from services.kernel import telemetry
@@ -124,18 +125,60 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def task(kind: Task) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R]]]:
-    """Wrap a worker function: duration, retries and failures are measured here, once for every task."""
+# A task that raises is tried again after this delay, doubled per try up to RETRY_MAX_DELAY_S, until the
+# settings' job_max_tries; then it gives up (services/kernel/terminal.py says what that leaves behind).
+RETRY_FIRST_DELAY_S = 2.0
+RETRY_MAX_DELAY_S = 30.0
+# Tries arq may make beyond job_max_tries (its max_tries is the sum): each only records the give-up, for when the
+# database was unreachable at the last try (an outage), RETRY_MAX_DELAY_S apart.
+GIVE_UP_TRIES = 5
+# What a worker calls when a task gives up: (task, subject, reason). Installed in the worker's ctx under this name
+# (services/kernel/worker.py), so that this module does not import the database's modules.
+GIVE_UP = "give_up"
+GiveUp = Callable[[Task, str, str], Awaitable[None]]
 
-    def decorate(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+
+def retry_delay_s(job_try: int) -> float:
+    """The wait before try `job_try + 1` of a task whose try `job_try` raised."""
+    return float(min(RETRY_MAX_DELAY_S, RETRY_FIRST_DELAY_S * 2 ** (job_try - 1)))
+
+
+def task(kind: Task) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R | None]]]:
+    """Wrap a worker function (its first argument after ctx is the task's subject). Duration, retries and failures
+    are measured here, once for every task. An exception is retried with arq's `Retry` (arq retries nothing
+    else), after `retry_delay_s`, up to the settings' job_max_tries; the last try's exception gives up: the
+    worker's GIVE_UP hook ends the subject with the reason (the exception's type only: its text may name host
+    paths), and the task ends there, the subject's terminal state being the record. If that write fails, arq's
+    extra tries (GIVE_UP_TRIES) attempt only the write."""
+
+    def decorate(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R | None]]:
         @functools.wraps(fn)
-        async def wrapper(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> R:
-            if ctx.get("job_try", 1) > 1:
+        async def wrapper(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> R | None:
+            job_try = int(ctx.get("job_try", 1))
+            max_tries = get_settings().job_max_tries
+            if job_try > 1:
                 telemetry.task_retries.labels(kind.value).inc()
+            if job_try > max_tries:
+                # The last try gave up, but could not record it: only that is left to do.
+                await _record_give_up(ctx, kind, args, f"gave up after {max_tries} tries")
+                return None
             started = time.perf_counter()
             outcome = "ok"
             try:
                 return await fn(ctx, *args, **kwargs)
+            except Retry:
+                outcome = "retry"
+                raise
+            except Exception as exc:
+                if job_try < max_tries:
+                    outcome = "retry"
+                    log.warning("%s %s raised %s on try %d; retrying", kind, args[:1], type(exc).__name__, job_try)
+                    raise Retry(defer=retry_delay_s(job_try)) from exc
+                outcome = "error"
+                telemetry.task_failures.labels(kind.value).inc()
+                log.error("%s %s gave up: %s on its last try", kind.value, args[:1], type(exc).__name__)
+                await _record_give_up(ctx, kind, args, f"gave up after {job_try} tries ({type(exc).__name__})")
+                return None
             except BaseException:
                 outcome = "error"
                 telemetry.task_failures.labels(kind.value).inc()
@@ -148,3 +191,16 @@ def task(kind: Task) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Aw
         return wrapper
 
     return decorate
+
+
+async def _record_give_up(ctx: dict[str, Any], kind: Task, args: tuple[Any, ...], reason: str) -> None:
+    """End the task's subject through the worker's GIVE_UP hook; if that fails (the database is unreachable), try
+    again later, as one of arq's GIVE_UP_TRIES extra tries."""
+    give_up: GiveUp | None = ctx.get(GIVE_UP)
+    if give_up is None or not args:
+        return
+    try:
+        await give_up(kind, str(args[0]), reason)
+    except Exception as exc:
+        log.warning("%s %s: could not record that it gave up (%s); trying again", kind.value, args[0], exc)
+        raise Retry(defer=RETRY_MAX_DELAY_S) from exc

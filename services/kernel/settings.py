@@ -28,6 +28,15 @@ class Settings(BaseSettings):
     max_batch_size: int = 1000
     max_stdin_bytes: int = 4 * 1024 * 1024
     wait_timeout_s: float = 120.0
+    # Default quotas of a key whose own `quotas` leave a limit null (services/kernel/ratelimit.py); generous, so
+    # that only a deployment that sets them, or a key given its own, is ever refused. Admin keys have none.
+    quota_requests_per_minute: int = Field(default=6000, ge=1, description="Requests per minute, per key and tenant.")
+    quota_queued_attempts: int = Field(default=20_000, ge=1, description="A tenant's queued or running attempts.")
+    quota_running_executions: int = Field(default=64, ge=1, description="A tenant's unfinished direct executions.")
+    quota_queued_reports: int = Field(default=200, ge=1, description="A tenant's reports not yet built.")
+    quota_judge_tokens_per_day: int = Field(
+        default=50_000_000, ge=1, description="LLM judge tokens a tenant may spend per UTC day."
+    )
     # POST /v1/metrics:compute runs in the gateway: items x bootstrap resamples one request may ask for.
     metrics_compute_max_work: int = Field(
         default=2_000_000, ge=0, description="Cap on items x bootstrap resamples of one POST /v1/metrics:compute."
@@ -40,7 +49,16 @@ class Settings(BaseSettings):
     nsjail_path: Path | None = None
     sandbox_uid: int = 65534
     job_timeout_s: int = 600
+    # The build cache (executor/builds.py, docs/sandbox.md): a compiled program larger than max_build_mb (all the
+    # files the compiler wrote) is a CE and is not kept; the cache evicts least recently used builds to stay
+    # within build_cache_mb, and a tenant's own first once they pass build_cache_tenant_mb.
+    max_build_mb: int = Field(default=16, ge=1, description="Largest compiled program kept (MiB).")
+    build_cache_mb: int = Field(default=2048, ge=1, description="Build cache budget, all tenants (MiB).")
+    build_cache_tenant_mb: int = Field(default=512, ge=1, description="One tenant's share of the build cache (MiB).")
     job_max_tries: int = 3
+    # A worker renews its running jobs' in-progress marks this often; a dead worker's jobs are taken again within
+    # 4 beats (services/kernel/worker.py).
+    worker_heartbeat_s: float = 5.0
 
     # Judges: a TOML file (services/kernel/judges.py); without one, the offline judges run.
     judges_file: Path | None = None

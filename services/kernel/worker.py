@@ -10,15 +10,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from arq.connections import ArqRedis
+from arq.constants import in_progress_key_prefix
 from arq.worker import Worker
 
-from services.kernel import queue, telemetry
+from services.kernel import queue, telemetry, terminal
 from services.kernel.db import dispose_engine, init_engine
 from services.kernel.reconcile import reconcile_forever
 from services.kernel.registry import SERVICES
 from services.kernel.settings import get_settings
 
 Hook = Callable[[dict[str, Any]], Awaitable[None]]
+# A running job's in-progress mark outlives this many missed heartbeats (WakeableWorker).
+HEARTBEAT_LIVES = 4
 
 log = logging.getLogger("tribunal.worker")
 
@@ -29,10 +32,31 @@ class WakeableWorker(Worker):
     next poll) and otherwise every `poll_delay_s`, as arq does. arq's own loop runs without a delay of its own:
     the waiting happens at the end of each poll iteration."""
 
-    def __init__(self, *args: Any, poll_delay: float, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, poll_delay: float, heartbeat_s: float, **kwargs: Any) -> None:
         super().__init__(*args, poll_delay=0, **kwargs)
         self.idle_poll_s = poll_delay
         self.wake = asyncio.Event()
+        # arq marks a job it starts "in progress" for the job's whole timeout (+10 s), and no other worker takes
+        # it until that mark expires: a SIGKILLed worker's jobs would wait ~10 minutes. Here the mark lives
+        # HEARTBEAT_LIVES heartbeats, and `heartbeat` renews it for the jobs this worker is running: a dead
+        # worker's jobs are taken again once its marks expire (as retries), within heartbeat_s * HEARTBEAT_LIVES.
+        self.heartbeat_s = heartbeat_s
+        self.in_progress_timeout_s = heartbeat_s * HEARTBEAT_LIVES
+
+    async def heartbeat(self) -> None:
+        """Renew the in-progress marks of the jobs this worker is running, every heartbeat_s, until cancelled."""
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            running = list(self.tasks)
+            if not running:
+                continue
+            try:
+                async with self.pool.pipeline(transaction=False) as pipe:
+                    for job_id in running:
+                        pipe.pexpire(in_progress_key_prefix + job_id, int(self.in_progress_timeout_s * 1000))
+                    await pipe.execute()
+            except Exception as exc:  # noqa: BLE001 - the next beat tries again; a missed one is within the lives
+                log.warning("heartbeat failed (%s)", exc)
 
     async def _poll_iteration(self) -> None:
         # Cleared before looking, so that a wake arriving while this iteration runs makes the next one start at once.
@@ -98,9 +122,11 @@ def build_worker(
         ctx["wake_listener"] = asyncio.create_task(
             listen_for_wakes(ctx["redis"], spec.queue, built.wake, retry_s=max(poll_delay, 1.0))
         )
+        ctx["heartbeat"] = asyncio.create_task(built.heartbeat())
+        ctx[queue.GIVE_UP] = terminal.give_up
 
     async def shutdown(ctx: dict[str, Any]) -> None:
-        for name in ("wake_listener", "reconciler"):
+        for name in ("wake_listener", "reconciler", "heartbeat"):
             background = ctx.get(name)
             if background is not None:
                 background.cancel()
@@ -116,8 +142,9 @@ def build_worker(
         on_shutdown=shutdown,
         max_jobs=spec.max_jobs(settings),
         job_timeout=settings.job_timeout_s,
-        max_tries=settings.job_max_tries,
+        max_tries=settings.job_max_tries + queue.GIVE_UP_TRIES,
         poll_delay=poll_delay,
+        heartbeat_s=settings.worker_heartbeat_s,
         keep_result=3600,
         burst=burst,
         handle_signals=True,

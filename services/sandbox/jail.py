@@ -5,6 +5,7 @@ wait4 and peak memory from the jail's cgroup — everything a verdict is decided
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import logging
@@ -571,24 +572,58 @@ class _RunCgroups:
         return peak
 
 
-def _remove_cgroup(path: Path) -> None:
-    # nsjail's own child cgroup is normally gone; it is left behind only if nsjail was SIGKILLed.
-    try:
-        for child in path.iterdir():
-            if child.is_dir():
-                child.rmdir()
-        path.rmdir()
-    except OSError as exc:
-        log.warning("cannot remove cgroup %s: %s", path, exc)
+def _remove_cgroup(path: Path, attempts: int = 50) -> None:
+    # nsjail's own child cgroup is normally gone; it is left behind only if nsjail was SIGKILLed, and an orphaned
+    # nsjail may be removing it at the same moment. A cgroup whose last process has just been killed can answer
+    # EBUSY for a moment: tried again, briefly.
+    for attempt in range(attempts):
+        try:
+            for child in path.iterdir():
+                if child.is_dir():
+                    with contextlib.suppress(FileNotFoundError):
+                        child.rmdir()
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or attempt == attempts - 1:
+                log.warning("cannot remove cgroup %s: %s", path, exc)
+                return
+            time.sleep(0.01)
 
 
 def _remove_stale_cgroups() -> None:
-    """Per-run cgroups left by a worker that died mid-run (named tribunal-<pid>-<n>)."""
+    """Per-run cgroups left by a worker that died mid-run (named tribunal-<pid>-<n>, <pid> gone). The jails still
+    running in them (an orphaned nsjail runs its jail to the end) are killed first: every process of a jail is in
+    its cgroup, which a process group would not guarantee (a program can setsid() out of one). Then the cgroups
+    are removed, empty."""
     for controller in ("memory", "pids", "cpuacct"):
         for entry in (CGROUP_ROOT / controller / CGROUP_PARENT).glob("tribunal-*-*"):
             pid = entry.name.split("-")[1]
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                _kill_cgroup(entry)
                 _remove_cgroup(entry)
+
+
+def _kill_cgroup(path: Path, wait_s: float = 5.0) -> None:
+    """SIGKILL every process in cgroup `path` and its children, until none is left (or `wait_s` passed: the
+    removal that follows then fails, logged, and the next worker's start tries again)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        pids: set[int] = set()
+        for procs in [path / "cgroup.procs", *path.glob("*/cgroup.procs")]:
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(line) for line in procs.read_text().split())
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() >= deadline:
+            log.warning("processes are left in %s after SIGKILL", path)
+            return
+        time.sleep(0.01)
 
 
 class Sandbox:

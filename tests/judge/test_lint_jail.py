@@ -356,6 +356,7 @@ def test_the_judge_worker_owns_one_jail_under_the_data_dir(tmp_path: Path, monke
         assert jail.work_root == (tmp_path / "data" / "judge").absolute()
         result = lint(C_MAIN, "c", jail=jail)
         assert result.score == 5
+        jail.close()  # its reusable jails (cppcheck ran in one), before their folders go
         shutil.rmtree(jail.files_root.parent, ignore_errors=True)
 
         # A worker that cannot jail judges on without lint: never a linter outside the jail.
