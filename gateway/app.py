@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway import errors
-from gateway.errors import problem_response
+from gateway import errors, openapi
+from gateway.errors import ApiError, problem_response
 from gateway.routes import (
     attempts,
     benchmarks,
@@ -33,8 +33,14 @@ from services.kernel.judges import configured_judges
 from services.kernel.settings import get_settings
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyTooLarge(ApiError):
+    """Raised from `receive` once a streamed body passes the limit. An ApiError, so that FastAPI's body parsing
+    passes it on (it turns any other exception into 400) and the error handler answers 413."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(
+            413, f"request body is larger than {max_bytes} bytes", [{"loc": ["body"], "msg": f"over {max_bytes} bytes"}]
+        )
 
 
 class BodyLimitMiddleware:
@@ -60,7 +66,7 @@ class BodyLimitMiddleware:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    raise _BodyTooLarge
+                    raise _BodyTooLarge(self.max_bytes)
             return message
 
         try:
@@ -131,4 +137,5 @@ def create_app() -> FastAPI:
         app.include_router(module.router)
     app.add_middleware(MetricsMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=get_settings().max_body_bytes)
+    openapi.install(app)
     return app

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.errors import ApiError
+from gateway.quotas import meter_request
 from services.kernel.db import sessionmaker
 from services.kernel.keys import Scope, find_key, has_scope
 from services.kernel.settings import get_settings
@@ -25,11 +26,12 @@ SessionDep = Annotated[AsyncSession, Depends(_session)]
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the key's id, its tenant and its scopes."""
+    """Who is calling: the key's id, its tenant, its scopes and its quotas (null members: the defaults)."""
 
     key_id: str
     tenant: str
     scopes: frozenset[str]
+    quotas: Mapping[str, int | None] = field(default_factory=dict)
 
 
 async def _principal(request: Request, session: SessionDep) -> Principal:
@@ -50,7 +52,9 @@ async def _principal(request: Request, session: SessionDep) -> Principal:
             [{"loc": ["header", "authorization"], "msg": "unknown key"}],
             headers={"WWW-Authenticate": "Bearer"},
         )
-    return Principal(key_id=row.key_id, tenant=row.tenant, scopes=frozenset(row.scopes))
+    principal = Principal(key_id=row.key_id, tenant=row.tenant, scopes=frozenset(row.scopes), quotas=row.quotas or {})
+    await meter_request(principal)
+    return principal
 
 
 def check_scope(principal: Principal, scope: Scope) -> Principal:

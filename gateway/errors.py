@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.kernel.attempts import SubmissionError
@@ -30,6 +31,23 @@ _TITLES = {
 }
 
 
+class FieldProblem(BaseModel):
+    """One bad field: where it is (`["body", "source_code"]`, `["query", "cursor"]`) and what is wrong."""
+
+    loc: list[str | int]
+    msg: str
+
+
+class Problem(BaseModel):
+    """Every error's body (RFC 9457, `application/problem+json`); the OpenAPI document derives its schema here."""
+
+    type: str = Field(description="Always about:blank: the status says what kind of error it is.")
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldProblem] | None = Field(default=None, description="The fields at fault, when there are any.")
+
+
 class ApiError(HTTPException):
     """An error the API reports on purpose, optionally naming fields."""
 
@@ -44,6 +62,16 @@ class ApiError(HTTPException):
         self.errors = errors or []
 
 
+class QuotaExceeded(ApiError):
+    """429 over one of a key's quotas: `Retry-After` in whole seconds, and the limit named in the body."""
+
+    def __init__(self, limit: str, value: int, retry_after_s: int, scope: str = "tenant") -> None:
+        super().__init__(
+            429, f"quota {limit} ({value}) reached for the {scope}", headers={"Retry-After": str(retry_after_s)}
+        )
+        self.extensions = {"limit": limit, "quota": value, "scope": scope, "retry_after_s": retry_after_s}
+
+
 def field_error(loc: list[str | int], msg: str, status: int = 422) -> ApiError:
     """An error about one field, e.g. `field_error(["body", "problem_id"], "unknown problem")`."""
     return ApiError(status, f"{'.'.join(str(p) for p in loc)}: {msg}", [{"loc": loc, "msg": msg}])
@@ -54,6 +82,7 @@ def problem_response(
     detail: str,
     errors: list[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
+    extensions: dict[str, Any] | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {
         "type": "about:blank",
@@ -63,6 +92,8 @@ def problem_response(
     }
     if errors:
         body["errors"] = errors
+    if extensions:
+        body.update({k: v for k, v in extensions.items() if k not in body})
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
@@ -94,6 +125,10 @@ def install(app: FastAPI) -> None:
     async def _on_api_error(_: Request, exc: ApiError) -> JSONResponse:
         return problem_response(exc.status_code, str(exc.detail), exc.errors, dict(exc.headers or {}))
 
+    @app.exception_handler(QuotaExceeded)
+    async def _on_quota(_: Request, exc: QuotaExceeded) -> JSONResponse:
+        return problem_response(429, str(exc.detail), None, dict(exc.headers or {}), exc.extensions)
+
     @app.exception_handler(SubmissionError)
     async def _on_submission_error(_: Request, exc: SubmissionError) -> JSONResponse:
         error = field_error(exc.loc, exc.message, exc.status)
@@ -103,7 +138,9 @@ def install(app: FastAPI) -> None:
     async def _on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and exc.detail == _FASTAPI_BODY_PARSE_ERROR:
             # FastAPI's words for a body it could not decode at all (e.g. bytes that are not UTF-8).
-            return problem_response(400, "body is not UTF-8 JSON", [{"loc": ["body"], "msg": "not UTF-8 JSON"}])
+            # Also JSON nested too deeply for the parser (a RecursionError).
+            msg = "not UTF-8 JSON, or nested too deeply to parse"
+            return problem_response(400, f"body is {msg}", [{"loc": ["body"], "msg": msg}])
         return problem_response(exc.status_code, str(exc.detail), None, getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)

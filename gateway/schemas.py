@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 import keyword
-from datetime import datetime
-from typing import Any
+import math
+import types
+import typing
+from datetime import UTC, datetime
+from typing import Annotated, Any, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from services.kernel.contracts import Checker, Condition, Language, Limits, Mode, TestCase, Verdict
 from services.kernel.keys import Scope
+from services.kernel.ratelimit import MAX_QUOTA
 from services.kernel.settings import get_settings
 
 
 def _check_source_size(value: str) -> str:
+    """Within TRIBUNAL_MAX_SOURCE_BYTES (UTF-8 bytes) and not blank."""
     limit = get_settings().max_source_bytes
     size = len(value.encode("utf-8", "surrogatepass"))
     if size > limit:
@@ -23,6 +38,13 @@ def _check_source_size(value: str) -> str:
     return value
 
 
+# The schema says what the validator checks: not blank (a non-space character), at most the limit in bytes.
+SourceCode = Annotated[
+    str,
+    Field(min_length=1, pattern=r"\S", description="Program text; at most TRIBUNAL_MAX_SOURCE_BYTES UTF-8 bytes."),
+]
+
+
 def within_limit(items: list[Any], limit: int, noun: str, per: str) -> list[Any]:
     """Refuse a list longer than a configured limit, before any work starts."""
     if len(items) > limit:
@@ -30,9 +52,107 @@ def within_limit(items: list[Any], limit: int, noun: str, per: str) -> list[Any]
     return items
 
 
+# Bounds on what any request may hold (docs/api.md, "Errors and bounds"): JSON nested at most this deep, integers
+# within the database's columns, finite floats only, dates whose UTC time is within years 1..9999.
+MAX_JSON_DEPTH = 32
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+Seed = Annotated[int, Field(ge=0, le=INT64_MAX, description="Makes the run reproducible.")]
+
+
+# Validation context flag: the values came from a query string, where every scalar is text.
+FROM_QUERY_STRING = "from_query_string"
+
+
+def fail_at(model: str, loc: tuple[str | int, ...], msg: str, value: Any = None) -> ValidationError:
+    """A validation error about one field of a model (raised from a model validator so that `loc` names it)."""
+    error = InitErrorDetails(type=PydanticCustomError("value_error", msg), loc=loc, input=value)
+    return ValidationError.from_exception_data(model, [error])
+
+
+def json_problem(value: Any) -> str | None:
+    """Why a JSON value cannot be accepted (nested deeper than MAX_JSON_DEPTH, NaN or an infinity), else None.
+    Iterative, and it stops at the depth limit, so a hostile body costs no more than a legitimate one."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth > MAX_JSON_DEPTH:
+                return f"nested more than {MAX_JSON_DEPTH} levels deep"
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple | float))
+        elif isinstance(item, float) and not math.isfinite(item):
+            return "NaN and infinities are not JSON numbers"
+    return None
+
+
+def _scalar_mismatch(annotation: Any, value: Any) -> str | None:
+    """Where pydantic's lax mode would coerce a JSON value into a type the OpenAPI schema does not allow (`true`
+    or `"5"` for an integer, `1` for a boolean), the reason to refuse it; else None. Follows lists, dicts and
+    nested models, so the schema's types hold at every level."""
+    if annotation is Any:
+        return None
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _scalar_mismatch(typing.get_args(annotation)[0], value)
+    if origin in (Union, types.UnionType):
+        if value is None:
+            return None
+        options = [a for a in typing.get_args(annotation) if a is not type(None)]
+        reasons = [_scalar_mismatch(option, value) for option in options]
+        return None if any(reason is None for reason in reasons) else reasons[0]
+    if origin is list and isinstance(value, list):
+        item = (typing.get_args(annotation) or (Any,))[0]
+        return next((r for v in value if (r := _scalar_mismatch(item, v)) is not None), None)
+    if origin is dict and isinstance(value, dict):
+        item = typing.get_args(annotation)[1] if typing.get_args(annotation) else Any
+        return next((r for v in value.values() if (r := _scalar_mismatch(item, v)) is not None), None)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
+        for name, field in annotation.model_fields.items():
+            if name in value and (reason := _scalar_mismatch(field.annotation, value[name])) is not None:
+                return f"{name}: {reason}"
+        return None
+    if annotation is bool and not isinstance(value, bool):
+        return "must be a JSON boolean (true or false)"
+    if annotation is int and (isinstance(value, bool) or not isinstance(value, int | float)):
+        return "must be a JSON integer"
+    if annotation is float and (isinstance(value, bool) or not isinstance(value, int | float)):
+        return "must be a JSON number"
+    return None
+
+
+def _utc_within_range(value: datetime | None) -> datetime | None:
+    """A date whose UTC time is within years 1..9999 (the database's and Python's range); naive means UTC."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the date is outside years 1..9999 once converted to UTC") from None
+
+
+BoundedDatetime = Annotated[datetime, AfterValidator(_utc_within_range)]
+
+
 class _In(BaseModel):
     # Unknown fields are ignored so that clients written against a later minor version keep working.
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _json_within_bounds(cls, value: Any, info: ValidationInfo) -> Any:
+        # One check for every field of every request body: the depth and finiteness of any JSON value, and the
+        # schema's scalar types (pydantic would otherwise take `true` for 1 and "5" for 5).
+        problem = json_problem(value)
+        from_text = isinstance(info.context, dict) and info.context.get(FROM_QUERY_STRING, False)
+        if problem is None and info.field_name is not None and not from_text:
+            problem = _scalar_mismatch(cls.model_fields[info.field_name].annotation, value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 # ---- keys -------------------------------------------------------------------------------------------------
@@ -42,6 +162,7 @@ class KeyCreate(_In):
     tenant: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     scopes: list[Scope] = Field(min_length=1)
     name: str = Field(default="", max_length=200)
+    quotas: Quotas | None = None
 
 
 class KeyCreated(BaseModel):
@@ -50,6 +171,7 @@ class KeyCreated(BaseModel):
     tenant: str
     scopes: list[str]
     name: str
+    quotas: Quotas
 
 
 class KeyInfo(BaseModel):
@@ -59,6 +181,7 @@ class KeyInfo(BaseModel):
     name: str
     created_at: datetime
     revoked_at: datetime | None
+    quotas: Quotas
 
 
 # ---- problems ---------------------------------------------------------------------------------------------
@@ -66,7 +189,7 @@ class KeyInfo(BaseModel):
 
 class ReferenceIn(_In):
     language: Language
-    source_code: str
+    source_code: SourceCode
 
     _size = field_validator("source_code")(_check_source_size)
 
@@ -95,12 +218,23 @@ def _check_tests_fit_mode(mode: str, tests: list[TestCase]) -> None:
         raise ValueError("; ".join(errors))
 
 
+# Cross-field rules the validators below enforce, stated in the JSON schema too (OpenAPI 3.1 `if`/`then`).
+def _present(field: str, json_type: str) -> dict[str, Any]:
+    """JSON schema: `field` is given, and not null."""
+    return {"required": [field], "properties": {field: {"type": json_type}}}
+
+
+_FUNCTION_MODE: dict[str, Any] = {"properties": {"mode": {"const": Mode.FUNCTION.value}}, "required": ["mode"]}
+
+
 class ProblemIn(_In):
+    model_config = ConfigDict(json_schema_extra={"if": _FUNCTION_MODE, "then": _present("entry_point", "string")})
+
     problem_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][\w.:/-]*$")
     title: str = Field(default="", max_length=1000)
     statement: str = Field(min_length=1, max_length=1_000_000)
     mode: Mode = Mode.STDIO
-    entry_point: str | None = None
+    entry_point: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[^\W\d]\w*$")
     tests: list[TestCase] = Field(default_factory=list)
     checker: Checker = Field(default_factory=Checker)
     limits: Limits = Field(default_factory=Limits)
@@ -117,8 +251,11 @@ class ProblemIn(_In):
     @model_validator(mode="after")
     def _tests_fit_mode(self) -> ProblemIn:
         if self.mode == Mode.FUNCTION and not self.entry_point:
-            raise ValueError("entry_point is required in function mode")
-        _check_tests_fit_mode(self.mode, self.tests)
+            raise fail_at("ProblemIn", ("entry_point",), "entry_point is required in function mode")
+        try:
+            _check_tests_fit_mode(self.mode, self.tests)
+        except ValueError as exc:
+            raise fail_at("ProblemIn", ("tests",), str(exc)) from None
         return self
 
 
@@ -148,14 +285,18 @@ class LabelIn(_In):
 
 
 class AttemptIn(_In):
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [_present("problem_id", "string"), _present("problem", "object")]}
+    )
+
     attempt_uid: str | None = Field(default=None, min_length=1, max_length=200)
     problem_id: str | None = Field(default=None, min_length=1, max_length=200)
     problem: ProblemIn | None = None
     language: Language
-    source_code: str
+    source_code: SourceCode
     participant: str | None = Field(default=None, max_length=200)
-    turn: int | None = Field(default=None, ge=0)
-    submitted_at: datetime | None = None
+    turn: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    submitted_at: BoundedDatetime | None = None
     context: str | None = Field(default=None, max_length=2_000_000)
     judges: list[str] | None = None
     conditions: list[Condition] | None = None
@@ -249,12 +390,24 @@ class JobOut(BaseModel):
 
 
 class ExecutionIn(_In):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {"allOf": [_present("stdin", "string"), _present("tests", "array")]},
+            "if": _FUNCTION_MODE,
+            "then": {
+                "allOf": [_present("entry_point", "string"), _present("tests", "array")],
+                "properties": {"language": {"const": Language.PYTHON.value}, "tests": {"minItems": 1}},
+                "not": _present("stdin", "string"),
+            },
+        }
+    )
+
     language: Language
-    source_code: str
+    source_code: SourceCode
     stdin: str | None = None
     tests: list[TestCase] | None = None
     mode: Mode = Mode.STDIO
-    entry_point: str | None = None
+    entry_point: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[^\W\d]\w*$")
     checker: Checker = Field(default_factory=Checker)
     limits: Limits = Field(default_factory=Limits)
     wait: bool = False
@@ -272,15 +425,27 @@ class ExecutionIn(_In):
 
     @model_validator(mode="after")
     def _stdin_or_tests(self) -> ExecutionIn:
+        # Everything the executor would refuse (executor/run.py `_validate`) is refused here, naming the field:
+        # a job the executor refuses would only end as failed, long after the client was told 202.
+        def refuse(field: str, msg: str) -> ValidationError:
+            return fail_at("ExecutionIn", (field,), msg, getattr(self, field))
+
         if self.stdin is not None and self.tests is not None:
-            raise ValueError("give stdin or tests, not both")
+            raise refuse("stdin", "give stdin or tests, not both")
         within_limit(self.tests or [], get_settings().max_tests_per_problem, "tests", "execution")
         if self.mode == Mode.FUNCTION:
             if self.language != Language.PYTHON:
-                raise ValueError("function mode is Python-only")
-            if not self.entry_point and any(t.code is None for t in self.tests or []):
-                raise ValueError("entry_point is required in function mode")
-        _check_tests_fit_mode(self.mode, self.tests or [])
+                raise refuse("mode", "function mode is Python-only")
+            if not self.entry_point:
+                raise refuse("entry_point", "entry_point is required in function mode")
+            if self.stdin is not None:
+                raise refuse("stdin", "function mode runs tests (arguments or test code), not stdin")
+            if not self.tests:
+                raise refuse("tests", "function mode needs tests (arguments or test code)")
+        try:
+            _check_tests_fit_mode(self.mode, self.tests or [])
+        except ValueError as exc:
+            raise refuse("tests", str(exc)) from None
         return self
 
 
@@ -290,3 +455,26 @@ class LanguageOut(BaseModel):
     version: str | None = None
     compiler: str | None = None
     runtime: str | None = None
+
+
+# ---- quotas (services/kernel/ratelimit.py) ------------------------------------------------------------------
+
+QuotaValue = Annotated[int | None, Field(default=None, strict=True, ge=1, le=MAX_QUOTA)]
+
+
+class Quotas(BaseModel):
+    """A key's limits; null (or left out): the deployment's default (TRIBUNAL_QUOTA_*). Unlike other bodies, an
+    unknown member is refused: a misspelt limit silently left at its default would be a limit nobody set."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    requests_per_minute: QuotaValue = None
+    queued_attempts: QuotaValue = None
+    running_executions: QuotaValue = None
+    queued_reports: QuotaValue = None
+    judge_tokens_per_day: QuotaValue = None
+
+
+KeyCreate.model_rebuild()
+KeyCreated.model_rebuild()
+KeyInfo.model_rebuild()

@@ -26,6 +26,7 @@ from services.kernel.contracts import LIVE_JOB_STATUSES, JudgmentOutput, Judgmen
 from services.kernel.db import session_scope, upsert
 from services.kernel.judges import JUDGES_KEY, LLMJudge, OfflineJudge, configured_judges, public_view
 from services.kernel.models import Attempt, Execution, Judgment, Problem, utcnow
+from services.kernel.ratelimit import JudgeTokenBudget, tenant_judge_token_limit
 from services.kernel.registry import Task
 from services.kernel.settings import get_settings
 from services.llm import DbResponseCache
@@ -162,6 +163,7 @@ async def judge_units(ctx: dict[str, Any], attempt_id: str, plan: Plan) -> int:
     needs_log = any(c != "blind" for c in plan.conditions)
     participant_log = await _participant_log(attempt) if needs_log else []
     writes: list[Any] = []
+    budget: JudgeTokenBudget | None = None
     for name in plan.judges:
         judge = judges.get(name)
         if judge is None or not judge.enabled:
@@ -172,9 +174,12 @@ async def judge_units(ctx: dict[str, Any], attempt_id: str, plan: Plan) -> int:
         if isinstance(judge, OfflineJudge):
             writes.append(_judge_offline(judge, attempt, problem, execution, due, ctx.get("tool_jail")))
         else:
+            budget = budget or await _token_budget(ctx, attempt.tenant)
             for condition, repeat in due:
                 writes.append(
-                    _judge_llm(ctx["runners"][name], judge, attempt, problem, condition, repeat, participant_log)
+                    _judge_llm(
+                        ctx["runners"][name], judge, attempt, problem, condition, repeat, participant_log, budget
+                    )
                 )
     results = await asyncio.gather(*writes)
     return sum(results)
@@ -205,6 +210,7 @@ async def _judge_llm(
     condition: str,
     repeat: int,
     participant_log: list[LogEntry],
+    budget: JudgeTokenBudget,
 ) -> int:
     rubric = RUBRICS[judge.rubric]
     context, provenance = condition_context(
@@ -223,14 +229,39 @@ async def _judge_llm(
         outcome = JudgmentOutput(status=JudgmentStatus.FAILED, error=f"budget: {exc}", requested_model=judge.model)
         telemetry.judge_failures.labels(judge.name, "budget").inc()
     else:
-        try:
-            outcome = await runner.run(rubric, messages, condition=condition, repeat=repeat)
-        except Exception as exc:  # noqa: BLE001 - recorded with its reason; the attempt still completes
-            log.exception("judge %s failed on %s", judge.name, attempt.attempt_id)
-            error = f"internal: {type(exc).__name__}"
+        if await budget.exhausted():
+            # The tenant's judge_tokens_per_day: a recorded failure with its reason, re-judged once tokens are back.
+            error = f"budget: quota judge_tokens_per_day ({budget.limit}) spent for today (UTC)"
             outcome = JudgmentOutput(status=JudgmentStatus.FAILED, error=error, requested_model=judge.model)
+            telemetry.judge_failures.labels(judge.name, "budget").inc()
+            telemetry.quota_rejections.labels("judge_tokens_per_day").inc()
+        else:
+            try:
+                outcome = await runner.run(rubric, messages, condition=condition, repeat=repeat)
+            except Exception as exc:  # noqa: BLE001 - recorded with its reason; the attempt still completes
+                log.exception("judge %s failed on %s", judge.name, attempt.attempt_id)
+                error = f"internal: {type(exc).__name__}"
+                outcome = JudgmentOutput(status=JudgmentStatus.FAILED, error=error, requested_model=judge.model)
+            await _spend(budget, outcome)
     await _write(attempt.attempt_id, judge.name, condition, repeat, rubric.name, rubric.version, provenance, outcome)
     return 1
+
+
+async def _token_budget(ctx: dict[str, Any], tenant: str) -> JudgeTokenBudget:
+    async with session_scope() as session:
+        limit = await tenant_judge_token_limit(session, tenant)
+    return JudgeTokenBudget(ctx["redis"], tenant, limit)
+
+
+async def _spend(budget: JudgeTokenBudget, outcome: JudgmentOutput) -> None:
+    """Count the tokens a provider reported (a cached answer cost none today)."""
+    tokens = (outcome.tokens_in or 0) + (outcome.tokens_out or 0)
+    if outcome.from_cache or tokens <= 0:
+        return
+    try:
+        await budget.spend(tokens)
+    except Exception:  # noqa: BLE001 - the judgment is kept; only the day's count misses it
+        log.warning("could not count %d judge tokens of tenant %s", tokens, budget.tenant, exc_info=True)
 
 
 @queue.task(Task.JUDGE_ATTEMPT)

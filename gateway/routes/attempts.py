@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import IntegrityError
 
+from gateway import quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
 from gateway.schemas import AttemptAccepted, AttemptIn, AttemptOut, AttemptPage, BatchAccepted, BatchIn
@@ -30,6 +31,7 @@ async def submit(body: AttemptIn, principal: SubmitKey, session: SessionDep) -> 
         job_id = new_id("job")
         try:
             attempt, created = await put_attempt(session, principal.tenant, body, job_id, ["body"])
+            await quotas.check_queued_attempts(session, principal, int(created))
             if created:
                 jobs.create_job(
                     session,
@@ -58,6 +60,7 @@ async def submit_batch(body: BatchIn, principal: SubmitKey, session: SessionDep)
         stored = await put_attempts(session, principal.tenant, body.attempts, job_id, ["body", "attempts"])
         ids = [attempt.attempt_id for attempt, _ in stored]
         new = [attempt for attempt, created in stored if created]
+        await quotas.check_queued_attempts(session, principal, len(new))
         job = jobs.create_job(
             session,
             tenant=principal.tenant,
@@ -104,17 +107,11 @@ async def get(
         raise not_found("attempt", attempt_id)
     if wait_s == 0 or view["status"] in FINAL_ATTEMPT_STATUSES:
         return view
-
-    async def ended() -> bool:
-        status = await session.scalar(select(Attempt.status).where(Attempt.attempt_id == attempt_id))
-        # The read's transaction ends here: no database connection is held while the request waits.
-        await session.rollback()
-        return status in FINAL_ATTEMPT_STATUSES
-
+    # The read's transaction ends here: no database connection is held while the request waits.
+    await session.rollback()
     ended_attempts: EndedAttempts = request.app.state.ended_attempts
-    if await ended_attempts.wait_until(attempt_id, ended, wait_s):
-        view = await find_attempt_view(session, principal.tenant, attempt_id) or view
-    return view
+    await ended_attempts.wait(principal.tenant, attempt_id, wait_s, request.is_disconnected)
+    return await find_attempt_view(session, principal.tenant, attempt_id) or view
 
 
 def _encode_cursor(attempt: Attempt) -> str:

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import ApiError, field_error
-from gateway.schemas import _In, within_limit
+from gateway.schemas import INT64_MAX, _In, within_limit
 from gateway.submissions import not_found
 from metrics.agreement import normalised_entropy
 from services.kernel import attempts, jobs, queue
@@ -88,7 +88,12 @@ class SynthesizeIn(_In):
         le=10,
         description="Draws per program before it is given up (the generation-validation cycle's bound).",
     )
-    seed: int = Field(default=0, description="Makes every draw reproducible (rule sequences, parents, samples).")
+    seed: int = Field(
+        default=0,
+        ge=-INT64_MAX,
+        le=INT64_MAX,
+        description="Makes every draw reproducible (rule sequences, parents, samples).",
+    )
     llm: str | list[str] = Field(
         description="A configured LLM judge (or several: one is sampled per step) whose endpoint generates."
     )

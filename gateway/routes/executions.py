@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from gateway import quotas
 from gateway.deps import SessionDep, SubmitKey
 from gateway.schemas import ExecutionIn
 from services.kernel import jobs, queue
@@ -25,6 +26,7 @@ router = APIRouter(prefix="/v1/executions", tags=["executions"])
     responses={200: {"description": "The finished execution, when `wait` is true"}},
 )
 async def execute(body: ExecutionIn, principal: SubmitKey, session: SessionDep) -> Any:
+    await quotas.check_running_executions(session, principal)
     params = body.model_dump(mode="json", exclude={"wait"})
     job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.EXECUTE_DIRECT, total=1, params=params)
     await session.commit()

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from gateway.deps import ReadKey
 from gateway.errors import ApiError, field_error
-from gateway.schemas import _In
+from gateway.schemas import Seed, _In
 from metrics import MetricInputError, compute
 from services.kernel.settings import get_settings
 
@@ -36,7 +36,7 @@ class MetricsIn(_In):
     params: dict[str, Any] | None = None
     bootstrap: int = Field(default=0, ge=0, le=20_000)
     cluster: list[Any] | None = None
-    seed: int = 0
+    seed: Seed = 0
     # local_thresholds (LoCaL Algorithm 2): SurfaceSim per pair, and each metric's score per pair.
     surface_sim: list[Any] | None = None
     metric_scores: dict[str, list[Any]] | None = Field(default=None, max_length=64)

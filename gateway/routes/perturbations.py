@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
-from gateway.schemas import _In, within_limit
+from gateway.schemas import INT64_MAX, _In, within_limit
 from gateway.submissions import not_found
 from services.kernel import attempts, jobs, queue
 from services.kernel.contracts import Arm, Condition, JobKind
@@ -33,7 +33,12 @@ class PerturbationsIn(_In):
     operators: list[str] | None = Field(
         default=None, min_length=1, description="Operator names; default: every one that applies."
     )
-    seed: int = Field(default=0, description="Chooses each operator's site reproducibly (paper 001: one per seed).")
+    seed: int = Field(
+        default=0,
+        ge=-INT64_MAX,
+        le=INT64_MAX,
+        description="Chooses each operator's site reproducibly (paper 001: one per seed).",
+    )
     all_sites: bool = Field(default=False, description="Every site of every operator instead of one.")
     judge: bool = Field(default=False, description="Judge every verified mutant and its seed under blind.")
     judges: list[str] | None = Field(default=None, description="With judge: these judges (default: all enabled).")

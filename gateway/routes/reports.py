@@ -9,9 +9,10 @@ from fastapi.responses import HTMLResponse
 from pydantic import Field
 from sqlalchemy import select
 
+from gateway import quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
-from gateway.errors import field_error
-from gateway.schemas import Condition, _In
+from gateway.errors import ApiError, field_error
+from gateway.schemas import Condition, Seed, _In
 from gateway.submissions import not_found
 from metrics.reports import Cluster, ReportKind, ReportParamError, resolve_cluster
 from services.kernel import jobs, queue
@@ -33,7 +34,7 @@ class ReportIn(_In):
         default=None,
         description="bootstrap unit; default per kind: seed (perturbation), problem (similarity), else trajectory",
     )
-    seed: int = 0
+    seed: Seed = 0
 
 
 @router.post("", status_code=202)
@@ -44,6 +45,7 @@ async def create(body: ReportIn, principal: SubmitKey, session: SessionDep) -> d
         params["cluster"] = resolve_cluster(body.kind, body.cluster)
     except ReportParamError as exc:
         raise field_error(["body", exc.field], str(exc)) from None
+    await quotas.check_queued_reports(session, principal)
     report_id = new_id("rep")
     job = jobs.create_job(
         session, tenant=principal.tenant, kind=JobKind.REPORT, total=1, params={"report_id": report_id}
@@ -106,5 +108,6 @@ async def plot(report_id: str, name: str, principal: ReadKey, session: SessionDe
 async def html(report_id: str, principal: ReadKey, session: SessionDep) -> HTMLResponse:
     report = await _own(session, report_id, principal.tenant)
     if report.html is None:
-        raise not_found("HTML page (not built yet)", report_id)
+        # Not 404: the report exists, its page is not built yet (GET /v1/reports/{id} says when it is).
+        raise ApiError(409, f"the HTML page of report {report_id!r} is not built yet; retry once the report is done")
     return HTMLResponse(report.html)

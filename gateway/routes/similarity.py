@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import ApiError, field_error
-from gateway.schemas import _check_source_size, _identifier, _In
+from gateway.schemas import FROM_QUERY_STRING, SourceCode, _check_source_size, _identifier, _In, json_problem
 from gateway.submissions import not_found
 from metrics.reports import similarity as similarity_report
 from services.codesim import trivially_shared_ngrams
@@ -44,7 +44,7 @@ _RECORD_FIELDS = {"id", "golden_code", "generated_code", "language", "mode", "en
 
 class ProgramIn(_In):
     language: Language
-    source_code: str
+    source_code: SourceCode
 
     _size = field_validator("source_code")(_check_source_size)
 
@@ -103,8 +103,8 @@ class RecordIn(BaseModel):
     model_config = {"extra": "allow"}
 
     id: str = Field(min_length=1, max_length=200)
-    golden_code: str
-    generated_code: str
+    golden_code: SourceCode
+    generated_code: SourceCode
     language: Language = Language.PYTHON
     mode: Mode | None = None
     entry_point: str | None = Field(default=None, max_length=200)
@@ -113,6 +113,14 @@ class RecordIn(BaseModel):
 
     _size = field_validator("golden_code", "generated_code")(_check_source_size)
     _entry = field_validator("entry_point")(_identifier)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_within_bounds(cls, value: Any) -> Any:
+        # The record's own extra fields (its labels) are JSON too: as deep and as finite as any request body.
+        if (problem := json_problem(value)) is not None:
+            raise ValueError(problem)
+        return value
 
     def labels(self) -> dict[str, Any] | None:
         extra = {k: v for k, v in (self.model_extra or {}).items() if k not in _RECORD_FIELDS}
@@ -262,8 +270,10 @@ async def _dataset_body(request: Request) -> DatasetIn:
                 except (ValueError, RecursionError):
                     raise field_error(["body", number], f"line {number + 1} is not JSON this API accepts") from None
             payload: Any = {**dict(request.query_params), "pairs": records}
+            context = {FROM_QUERY_STRING: True}  # the parameters are text, to be read as numbers and booleans
         else:
             payload = json.loads(raw)
+            context = {}
     except UnicodeDecodeError:
         raise field_error(["body"], "the body is not UTF-8") from None
     except json.JSONDecodeError as exc:
@@ -271,7 +281,7 @@ async def _dataset_body(request: Request) -> DatasetIn:
     except (ValueError, RecursionError):  # a number of thousands of digits, nesting deeper than the parser goes
         raise field_error(["body"], "the body is not JSON this API accepts (a huge number or deep nesting)") from None
     try:
-        return DatasetIn.model_validate(payload)
+        return DatasetIn.model_validate(payload, context=context)
     except ValidationError as exc:
         errors = [{"loc": ["body", *e["loc"]], "msg": e["msg"]} for e in exc.errors()[:20]]
         first = errors[0]

@@ -66,6 +66,8 @@ class ApiKey(Base):
     tenant: Mapped[str] = mapped_column(String(100), index=True)
     name: Mapped[str] = mapped_column(String(200), default="")
     scopes: Mapped[list[Any]] = mapped_column(JSON)
+    # The key's limits (services/kernel/ratelimit.py QUOTA_NAMES); null, or a null member: the configured default.
+    quotas: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 

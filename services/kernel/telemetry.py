@@ -18,6 +18,10 @@ http_latency = Histogram(
 queue_depth = Gauge("tribunal_queue_depth", "Jobs waiting in a Redis queue.", ["queue"])
 jobs = Counter("tribunal_jobs_total", "Job state transitions, by kind and the status reached.", ["kind", "status"])
 queue_enqueued = Counter("tribunal_queue_enqueued_total", "Tasks put on the queue.", ["task"])
+# By limit name only (services/kernel/ratelimit.QUOTA_NAMES): a tenant label would be unbounded.
+quota_rejections = Counter(
+    "tribunal_quota_rejections_total", "Requests or LLM judgments refused over a quota, by limit.", ["limit"]
+)
 task_duration = Histogram(
     "tribunal_task_duration_seconds",
     "Time a worker spent on one task.",

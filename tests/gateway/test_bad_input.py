@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
+from services.stack import EmbeddedStack
 from tests.helpers import add_sum_problem
 
 
@@ -138,3 +141,163 @@ def test_unknown_ids_are_404(tenant_client: httpx.Client) -> None:
     assert tenant_client.get("/v1/attempts/att_nothing").status_code == 404
     assert tenant_client.get("/v1/jobs/job_nothing").status_code == 404
     assert tenant_client.get("/v1/problems/none-such").status_code == 404
+
+
+# ---- errors and bounds (docs/api.md): every number, date and JSON value is bounded, and named when it is not ----
+
+
+def _nested(depth: int) -> object:
+    value: object = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_deep_input_spec_is_422_naming_it(tenant_client: httpx.Client) -> None:
+    response = tenant_client.post("/v1/problems", json={"statement": "s", "input_spec": {"args": _nested(1000)}})
+    assert response.status_code == 422
+    assert ["body", "input_spec"] in _field_locs(response)
+
+
+def test_deep_report_filter_is_422_naming_it(tenant_client: httpx.Client) -> None:
+    response = tenant_client.post("/v1/reports", json={"kind": "similarity", "filter": {"job_id": _nested(1000)}})
+    assert response.status_code == 422
+    assert ["body", "filter"] in _field_locs(response)
+
+
+def test_json_too_deep_to_parse_is_400(tenant_client: httpx.Client) -> None:
+    body = b'{"statement": "s", "input_spec": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    response = tenant_client.post("/v1/problems", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    assert ["body"] in _field_locs(response)
+
+
+def test_json_at_the_depth_limit_is_accepted(tenant_client: httpx.Client) -> None:
+    response = tenant_client.post("/v1/reports", json={"kind": "similarity", "filter": {"x": _nested(30)}})
+    assert response.status_code == 202, response.text
+
+
+@pytest.mark.parametrize(("field", "value"), [("turn", 10**30), ("turn", 2**31), ("turn", True)])
+def test_out_of_range_integer_is_named(tenant_client: httpx.Client, field: str, value: object) -> None:
+    problem_id = add_sum_problem(tenant_client)
+    response = tenant_client.post(
+        "/v1/attempts",
+        json={"problem_id": problem_id, "language": "python", "source_code": "print(1)", field: value},
+    )
+    assert response.status_code == 422
+    assert ["body", field] in _field_locs(response)
+
+
+@pytest.mark.parametrize("when", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"])
+def test_date_outside_years_1_to_9999_in_utc_is_named(tenant_client: httpx.Client, when: str) -> None:
+    problem_id = add_sum_problem(tenant_client)
+    response = tenant_client.post(
+        "/v1/attempts",
+        json={"problem_id": problem_id, "language": "python", "source_code": "print(1)", "submitted_at": when},
+    )
+    assert response.status_code == 422
+    assert ["body", "submitted_at"] in _field_locs(response)
+
+
+def test_date_with_offset_is_stored_in_utc(tenant_client: httpx.Client) -> None:
+    problem_id = add_sum_problem(tenant_client)
+    response = tenant_client.post(
+        "/v1/attempts",
+        json={
+            "problem_id": problem_id,
+            "language": "python",
+            "source_code": "print(1)",
+            "submitted_at": "2026-01-01T10:00:00+02:00",
+        },
+    )
+    assert response.status_code == 202, response.text
+    stored = tenant_client.get(f"/v1/attempts/{response.json()['attempt_id']}").json()["submitted_at"]
+    assert stored.startswith("2026-01-01T08:00:00")
+
+
+def test_oversize_chunked_body_is_413(tenant_client: httpx.Client) -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(9):
+            yield b" " * (1024 * 1024)
+
+    response = tenant_client.post("/v1/attempts", content=chunks(), headers={"content-type": "application/json"})
+    assert "content-length" not in response.request.headers
+    assert response.status_code == 413
+    assert ["body"] in _field_locs(response)
+
+
+@pytest.mark.parametrize("number", ["Infinity", "-Infinity", "NaN"])
+def test_non_finite_numbers_are_named(tenant_client: httpx.Client, number: str) -> None:
+    checker = '"checker": {"kind": "float", "abs_tol": ' + number + "}"
+    body = '{"language": "python", "source_code": "print(1)", ' + checker + "}"
+    response = tenant_client.post("/v1/executions", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert ["body", "checker"] in _field_locs(response)
+
+
+@pytest.mark.parametrize("source", ["", "  \n\t"])
+def test_blank_source_is_named(tenant_client: httpx.Client, source: str) -> None:
+    response = tenant_client.post("/v1/executions", json={"language": "c", "source_code": source})
+    assert response.status_code == 422
+    assert ["body", "source_code"] in _field_locs(response)
+
+
+@pytest.mark.parametrize("seed", [True, "7", -1, 2**64])
+def test_seed_must_be_a_bounded_integer(tenant_client: httpx.Client, seed: object) -> None:
+    response = tenant_client.post("/v1/reports", json={"kind": "similarity", "seed": seed})
+    assert response.status_code == 422
+    assert ["body", "seed"] in _field_locs(response)
+
+
+def test_report_html_not_built_yet_is_409(tenant_client: httpx.Client) -> None:
+    created = tenant_client.post("/v1/reports", json={"kind": "similarity", "filter": {"job_id": "job_none"}})
+    assert created.status_code == 202, created.text
+    response = tenant_client.get(f"/v1/reports/{created.json()['report_id']}/html")
+    assert response.status_code == 409
+    _field_locs(response)
+    assert tenant_client.get("/v1/reports/rep_none/html").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"mode": "function", "tests": [{"code": "assert candidate(1) == 1"}]}, "entry_point"),
+        ({"mode": "function", "entry_point": "f", "stdin": "1"}, "stdin"),
+        ({"mode": "function", "entry_point": "f"}, "tests"),
+        ({"mode": "function", "entry_point": "f", "tests": [{"input": "1"}]}, "tests"),
+        ({"tests": [{"code": "assert True"}]}, "tests"),
+        ({"stdin": "", "tests": []}, "stdin"),
+        ({"mode": "function", "entry_point": "f", "language": "c", "tests": [{"input": [1]}]}, "mode"),
+    ],
+)
+def test_executions_the_executor_would_refuse_are_422(tenant_client: httpx.Client, body: dict, field: str) -> None:
+    response = tenant_client.post("/v1/executions", json={"language": "python", "source_code": "x = 1", **body})
+    assert response.status_code == 422, response.text
+    assert ["body", field] in _field_locs(response)
+
+
+def test_function_problem_without_entry_point_names_it(tenant_client: httpx.Client) -> None:
+    response = tenant_client.post(
+        "/v1/problems", json={"statement": "f", "mode": "function", "tests": [{"input": [1], "expected": 1}]}
+    )
+    assert response.status_code == 422
+    assert ["body", "entry_point"] in _field_locs(response)
+
+
+def test_openapi_documents_every_error_as_problem_json(stack: EmbeddedStack) -> None:
+    document = httpx.get(f"{stack.url}/openapi.json").json()
+    problem = {"$ref": "#/components/schemas/Problem"}
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            if path.startswith("/v1/"):
+                assert {"401", "403", "429"} <= set(responses), (method, path)
+            if "requestBody" in operation:
+                assert {"400", "413", "422"} <= set(responses), (method, path)
+            for status, response in responses.items():
+                if status.startswith("4"):
+                    assert response["content"] == {"application/problem+json": {"schema": problem}}, (method, path)
+    assert "409" in document["paths"]["/v1/reports/{report_id}/html"]["get"]["responses"]
+    assert "HTTPValidationError" not in document["components"]["schemas"]
+    source = document["components"]["schemas"]["ExecutionIn"]["properties"]["source_code"]
+    assert source["minLength"] == 1

@@ -3,6 +3,7 @@ real stack (gateway, workers, Redis, SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.waiting import EndedAttempts
 from services.stack import EmbeddedStack
 from tests.helpers import add_sum_problem, change_rows, submit
 
@@ -81,3 +83,38 @@ def _gets_of_attempts(client: httpx.Client) -> float:
             if 'method="GET"' in line:
                 total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+# --- the waiting room itself ------------------------------------------------------------------------------------
+
+
+async def _still_there() -> bool:
+    return False
+
+
+async def _gone() -> bool:
+    return True
+
+
+async def test_waits_past_a_tenants_or_the_processes_quota_answer_at_once() -> None:
+    room = EndedAttempts(per_tenant=2, total=3)
+    waits = [asyncio.create_task(room.wait("a", f"att_{n}", 30, _still_there)) for n in range(2)]
+    waits.append(asyncio.create_task(room.wait("b", "att_b", 30, _still_there)))
+    await asyncio.sleep(0.05)
+    assert room.waiting() == 3
+    assert await room.wait("a", "att_more", 30, _still_there) is False  # tenant a has its two
+    assert await room.wait("c", "att_c", 30, _still_there) is False  # the process has its three
+    room._wake(["att_0"])  # as an announcement (or the recheck) would
+    assert await waits[0] is True
+    for wait in waits[1:]:
+        wait.cancel()
+    await asyncio.gather(*waits[1:], return_exceptions=True)
+    assert room.waiting() == 0
+    await room.close()
+
+
+async def test_a_wait_ends_when_its_client_goes_away() -> None:
+    room = EndedAttempts()
+    assert await asyncio.wait_for(room.wait("a", "att_0", 30, _gone), 5) is False
+    assert room.waiting() == 0
+    await room.close()
