@@ -70,10 +70,10 @@ async def announce_ended(attempt_ids: Sequence[str], *, pool: ArqRedis | None = 
     misses it finds the end when it next looks (gateway/waiting.py)."""
     if not attempt_ids:
         return
-    redis = pool or await get_pool()
     try:
+        redis = pool or await get_pool()
         await redis.publish(ATTEMPTS_ENDED_CHANNEL, " ".join(attempt_ids).encode())
-    except (RedisError, OSError) as exc:
+    except (RedisError, OSError, RuntimeError) as exc:  # RuntimeError: no Redis configured (get_pool)
         log.debug("could not announce ended attempts: %s", exc)
 
 
