@@ -179,6 +179,13 @@ _ACC_STATIC = 0x0008
 _MAIN_DESCRIPTOR = "([Ljava/lang/String;)V"
 
 
+def _modified_utf8(raw: bytes) -> str:
+    """A class file's string (JVMS 4.4.7, "modified UTF-8"): NUL is C0 80, and a character outside the Basic
+    Multilingual Plane is its UTF-16 surrogate pair, each half encoded on its own; the pairs are joined here."""
+    text = raw.replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 def java_main_class(class_file: bytes) -> str | None:
     """The binary name (a.b.C) of the class if it declares `public static void main(String[])`, else None.
 
@@ -205,7 +212,7 @@ def _parse_main_class(data: bytes) -> str | None:
         offset += 1
         if tag == 1:
             (length,) = struct.unpack_from(">H", data, offset)
-            utf8[index] = data[offset + 2 : offset + 2 + length].decode("utf-8", "surrogatepass")
+            utf8[index] = _modified_utf8(data[offset + 2 : offset + 2 + length])
             offset += 2 + length
         elif tag == 7:
             (classes[index],) = struct.unpack_from(">H", data, offset)
