@@ -14,6 +14,7 @@ own, with its own /box, /tmp and /prog, so no file of another run is in reach an
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import tempfile
@@ -104,32 +105,24 @@ class ToolJail:
             devices=("/dev/null",),
             warm=reusable,
         )
+        run = functools.partial(
+            self._sandbox.run,
+            profile,
+            argv,
+            stdin=stdin,
+            stdout_limit=output_limit,
+            stderr_limit=output_limit,
+            stdout_keep=output_limit,
+            stderr_keep=(output_limit, 0),
+        )
         with self._slots:
             if reusable:
-                return self._sandbox.run(
-                    profile,
-                    argv,
-                    program_files=files,
-                    stdin=stdin,
-                    stdout_limit=output_limit,
-                    stderr_limit=output_limit,
-                    stdout_keep=output_limit,
-                    stderr_keep=(output_limit, 0),
-                )
+                return run(program_files=files)
             folder = Path(tempfile.mkdtemp(prefix="run-", dir=self.files_root))
             try:
                 folder.chmod(0o755)
                 write_program(files, folder)
-                return self._sandbox.run(
-                    profile,
-                    argv,
-                    program_dir=folder,
-                    stdin=stdin,
-                    stdout_limit=output_limit,
-                    stderr_limit=output_limit,
-                    stdout_keep=output_limit,
-                    stderr_keep=(output_limit, 0),
-                )
+                return run(program_dir=folder)
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
 

@@ -41,8 +41,11 @@ def test_missing_field_is_named(tenant_client: httpx.Client) -> None:
     assert ["body", "source_code"] in _field_locs(response)
 
 
-@pytest.mark.parametrize(("field", "value"), [("turn", "second"), ("repeats", 0), ("participant", 7)])
-def test_wrong_typed_field_is_named(tenant_client: httpx.Client, field: str, value: object) -> None:
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("turn", "second"), ("repeats", 0), ("participant", 7), ("turn", 10**30), ("turn", 2**31), ("turn", True)],
+)
+def test_wrong_typed_or_out_of_range_field_is_named(tenant_client: httpx.Client, field: str, value: object) -> None:
     problem_id = add_sum_problem(tenant_client)
     response = tenant_client.post(
         "/v1/attempts",
@@ -175,17 +178,6 @@ def test_json_too_deep_to_parse_is_400(tenant_client: httpx.Client) -> None:
 def test_json_at_the_depth_limit_is_accepted(tenant_client: httpx.Client) -> None:
     response = tenant_client.post("/v1/reports", json={"kind": "similarity", "filter": {"x": _nested(30)}})
     assert response.status_code == 202, response.text
-
-
-@pytest.mark.parametrize(("field", "value"), [("turn", 10**30), ("turn", 2**31), ("turn", True)])
-def test_out_of_range_integer_is_named(tenant_client: httpx.Client, field: str, value: object) -> None:
-    problem_id = add_sum_problem(tenant_client)
-    response = tenant_client.post(
-        "/v1/attempts",
-        json={"problem_id": problem_id, "language": "python", "source_code": "print(1)", field: value},
-    )
-    assert response.status_code == 422
-    assert ["body", field] in _field_locs(response)
 
 
 @pytest.mark.parametrize("when", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"])
