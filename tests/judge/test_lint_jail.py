@@ -318,6 +318,7 @@ def test_the_jail_sees_only_the_toolchain_and_the_source(
     assert TOOL_FILES_DIR == "/prog"
     # Nothing is left on the host once the run is over (a reusable jail's own folder stays, empty).
     assert not any(tool_jail.files_root.iterdir())
+    tool_jail.sandbox.settle()  # a retired reusable jail's folder is removed by the pool's clean-up thread
     warm_slots = tool_jail.files_root.parent / "tools-warm"
     assert not [entry for slot in warm_slots.iterdir() for entry in slot.iterdir()]
 
