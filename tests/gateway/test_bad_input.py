@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from services.stack import EmbeddedStack
-from tests.helpers import add_sum_problem
+from tests.helpers import add_sum_problem, change_rows
 
 
 def _field_locs(response: httpx.Response) -> list[list[str | int]]:
@@ -241,10 +241,20 @@ def test_seed_must_be_a_bounded_integer(tenant_client: httpx.Client, seed: objec
     assert ["body", "seed"] in _field_locs(response)
 
 
-def test_report_html_not_built_yet_is_409(tenant_client: httpx.Client) -> None:
+def test_report_html_not_built_yet_is_409(stack: EmbeddedStack, tenant_client: httpx.Client) -> None:
     created = tenant_client.post("/v1/reports", json={"kind": "similarity", "filter": {"job_id": "job_none"}})
     assert created.status_code == 202, created.text
-    response = tenant_client.get(f"/v1/reports/{created.json()['report_id']}/html")
+    # An empty report builds in milliseconds, so a twin of it that no worker will ever build stands in for one
+    # still queued: same tenant and parameters, no result, no page.
+    unbuilt = "rep_unbuilt_" + created.json()["report_id"][-16:]
+    change_rows(
+        stack.database_url,
+        "INSERT INTO report (report_id, tenant, kind, params, job_id, created_at)"
+        " SELECT :unbuilt, tenant, kind, params, job_id, created_at FROM report WHERE report_id = :built",
+        unbuilt=unbuilt,
+        built=created.json()["report_id"],
+    )
+    response = tenant_client.get(f"/v1/reports/{unbuilt}/html")
     assert response.status_code == 409
     _field_locs(response)
     assert tenant_client.get("/v1/reports/rep_none/html").status_code == 404
