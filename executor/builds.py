@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Literal
 
 from executor.languages import LanguageSpec, java_main_class
+from services.kernel import telemetry
 from services.kernel.contracts import Language, Verdict
 from services.kernel.settings import get_settings
 from services.sandbox.jail import JailProfile, RunControl, Sandbox, classify, printable
@@ -241,7 +242,9 @@ class BuildCache:
         # Ours when the caller has none: the size watchdog stops the compile through it.
         control = control or RunControl()
         try:
+            started = time.perf_counter()
             outcome = self._compile_into(temp, language, source, key, control)
+            telemetry.sandbox_duration.labels(language.id, "compile").observe(time.perf_counter() - started)
             build = Build(
                 key=key,
                 language=language.id,
@@ -517,6 +520,8 @@ class BuildCache:
         over = evict_until(list(entries), sum(e[1] for e in entries.values()) + size - self.limits.cache_bytes)
         if over > 0:
             log.warning("the build cache is %d bytes over its budget: the rest is in use", over)
+        telemetry.build_cache_evictions.inc(len(evicted))
+        telemetry.build_cache_bytes.set(sum(e[1] for e in entries.values()) + size)
         return evicted
 
     def _scan(self) -> dict[str, tuple[str, int, float]]:

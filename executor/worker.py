@@ -40,11 +40,13 @@ def _tests(raw: list[dict[str, Any]]) -> list[TestCase]:
     return [TestCase.model_validate(test) for test in raw]
 
 
-def _record_telemetry(language: str, outcome: ExecutionResult) -> None:
-    telemetry.executions.labels(language, outcome.verdict).inc()
-    telemetry.build_cache.labels(language, "hit" if outcome.build_cached else "miss").inc()
+def _record_telemetry(language: str, outcome: ExecutionResult, origin: str) -> None:
+    telemetry.executions.labels(language, outcome.verdict, origin).inc()
+    telemetry.build_cache_lookups.labels(language, "hit" if outcome.build_cached else "miss").inc()
     for test in outcome.tests:
-        telemetry.sandbox_seconds.labels(language, "run").observe(test.cpu_time_ms / 1000)
+        telemetry.sandbox_duration.labels(language, "test").observe(test.wall_time_ms / 1000)
+        telemetry.sandbox_cpu.labels(language).observe(test.cpu_time_ms / 1000)
+        telemetry.sandbox_memory.labels(language).observe(test.memory_kb * 1024)
 
 
 def _is_last_try(ctx: dict[str, Any]) -> bool:
@@ -291,7 +293,7 @@ async def _execute_attempt(ctx: dict[str, Any], pipeline: Pipeline, attempt_id: 
         )
     )
     await attempts.after_stage(attempt_id, moved, following)
-    _record_telemetry(claimed.language, outcome)
+    _record_telemetry(claimed.language, outcome, "attempt")
 
 
 def _direct_result(outcome: ExecutionResult) -> dict[str, Any]:
@@ -344,7 +346,7 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
         return
     async with session_scope() as session:
         await jobs.finish(session, job_id, JobStatus.SUCCEEDED, result=_direct_result(outcome))
-    _record_telemetry(params["language"], outcome)
+    _record_telemetry(params["language"], outcome, "direct")
 
 
 async def _startup(ctx: dict[str, Any]) -> None:
@@ -358,6 +360,7 @@ async def _startup(ctx: dict[str, Any]) -> None:
     ctx["executor"] = executor
     ctx["pipeline"] = Pipeline.from_settings(ctx.get("jobs_running"))
     languages = await asyncio.to_thread(executor.languages)
+    telemetry.start_execution_series(language["id"] for language in languages)
     await ctx["redis"].set(LANGUAGES_KEY, json.dumps(languages))
 
 

@@ -41,6 +41,9 @@ class LLMRunner:
         backoff_max: float | None = None,
     ) -> None:
         self.judge = judge
+        for direction, per_million in (("in", judge.price_per_mtok_in), ("out", judge.price_per_mtok_out)):
+            if per_million is not None:
+                telemetry.judge_price.labels(judge.name, direction).set(per_million / 1_000_000)
         self.runner = Runner(
             judge, cache=cache, metrics=JUDGE_TELEMETRY, backoff_multiplier=backoff_multiplier, backoff_max=backoff_max
         )

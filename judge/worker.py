@@ -74,7 +74,9 @@ async def _write(
             },
             keys=["attempt_id", "judge", "condition", "repeat"],
         )
-    telemetry.judgments.labels(judge, outcome.status).inc()
+    telemetry.judgments.labels(judge, condition, outcome.status).inc()
+    if outcome.tries:  # offline judges and cache hits ask no provider
+        telemetry.judgment_tries.labels(judge).observe(outcome.tries)
 
 
 async def _offline_outcome(
@@ -296,6 +298,7 @@ async def _startup(ctx: dict[str, Any]) -> None:
     settings = get_settings()
     judges = configured_judges(str(settings.judges_file) if settings.judges_file else None)
     ctx["judges"] = judges
+    telemetry.start_judgment_series(j.name for j in judges)
     ctx["tool_jail"] = _tool_jail() if any(_uses_lint(j) for j in judges) else None
     cache = DbResponseCache()
     ctx["runners"] = {j.name: LLMRunner(j, cache=cache) for j in judges if isinstance(j, LLMJudge)}

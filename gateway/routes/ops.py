@@ -10,7 +10,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from gateway.deps import TelemetryAccess
-from services.kernel import queue, telemetry
+from gateway.scrape import refresh_platform_gauges
+from services.kernel import queue
 from services.kernel.db import sessionmaker
 
 router = APIRouter(tags=["operations"])
@@ -42,9 +43,5 @@ async def readyz() -> JSONResponse:
 @router.get("/metrics", dependencies=[TelemetryAccess])
 async def telemetry_exposition() -> Response:
     """Prometheus text format. Needs a key with the `metrics` scope unless TRIBUNAL_TELEMETRY_PUBLIC=true."""
-    try:
-        for name, depth in (await queue.queue_depths()).items():
-            telemetry.queue_depth.labels(name).set(depth)
-    except Exception:  # noqa: BLE001 - a scrape must not fail because Redis is down
-        pass
+    await refresh_platform_gauges()
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -61,6 +61,9 @@ class LLMJudge(Endpoint):
     kind: Literal["llm"]
     enabled: bool = True
     rubric: Rubric = Rubric.COCREATION
+    # The price table of the judges dashboard's cost panel, in dollars per million tokens; unset: no cost shown.
+    price_per_mtok_in: float | None = Field(default=None, ge=0, le=1_000_000)
+    price_per_mtok_out: float | None = Field(default=None, ge=0, le=1_000_000)
 
     @property
     def provider(self) -> str:

@@ -15,12 +15,13 @@ from typing import Any, ParamSpec, TypeVar
 
 from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
+from arq.constants import in_progress_key_prefix
 from arq.jobs import Job, JobStatus
 from arq.worker import Retry
 from redis.exceptions import RedisError
 
 from services.kernel import telemetry
-from services.kernel.registry import ALL_QUEUES, QUEUE_OF, Task
+from services.kernel.registry import ALL_QUEUES, QUEUE_OF, SERVICES, Task
 from services.kernel.settings import get_settings
 
 log = logging.getLogger("tribunal.queue")
@@ -117,8 +118,57 @@ async def wait_for(task: Task, subject: str, timeout_s: float, *, pool: ArqRedis
 
 
 async def queue_depths(pool: ArqRedis | None = None) -> dict[str, int]:
+    """Tasks in each queue: waiting, deferred (a retry's delay) or running (arq keeps them there until done)."""
     redis = pool or await get_pool()
     return {name: int(await redis.zcard(name)) for name in ALL_QUEUES}
+
+
+# How many of a queue's oldest due tasks `oldest_waiting_ages` looks at to find one no worker is running.
+OLDEST_SCAN = 256
+
+
+async def oldest_waiting_ages(pool: ArqRedis | None = None) -> dict[str, float]:
+    """Seconds the oldest task of each queue has waited for a worker: due (arq's score is the time it may run
+    from, in ms) and not in progress. 0 where none waits. Looks at the OLDEST_SCAN oldest due tasks per queue:
+    past that many running at once, the age is a lower bound."""
+    redis = pool or await get_pool()
+    now_ms = time.time() * 1000
+    ages: dict[str, float] = {}
+    for name in ALL_QUEUES:
+        due = await redis.zrangebyscore(name, "-inf", now_ms, start=0, num=OLDEST_SCAN, withscores=True)
+        ages[name] = 0.0
+        if not due:
+            continue
+        async with redis.pipeline(transaction=False) as pipe:
+            for job_id, _ in due:
+                pipe.exists(in_progress_key_prefix + job_id.decode())
+            running = await pipe.execute()
+        for (_, score), is_running in zip(due, running, strict=True):
+            if not is_running:
+                ages[name] = max(0.0, (now_ms - score) / 1000)
+                break
+    return ages
+
+
+# A worker process says it is alive by renewing this key every heartbeat (services/kernel/worker.py); it expires
+# WORKER_ALIVE_LIVES heartbeats after the last, so a killed worker stops counting within that.
+WORKER_ALIVE_PREFIX = "tribunal:worker-alive:"
+WORKER_ALIVE_LIVES = 4
+
+
+def worker_alive_key(kind: str, process: str) -> str:
+    return f"{WORKER_ALIVE_PREFIX}{kind}:{process}"
+
+
+async def live_workers(pool: ArqRedis | None = None) -> dict[str, int]:
+    """Worker processes per kind whose heartbeat has not expired (kinds with none are 0)."""
+    redis = pool or await get_pool()
+    counts = dict.fromkeys(SERVICES, 0)
+    async for key in redis.scan_iter(match=f"{WORKER_ALIVE_PREFIX}*", count=1000):
+        kind = key.decode().removeprefix(WORKER_ALIVE_PREFIX).split(":", 1)[0]
+        if kind in counts:
+            counts[kind] += 1
+    return counts
 
 
 P = ParamSpec("P")
@@ -176,6 +226,7 @@ def task(kind: Task) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Aw
                     raise Retry(defer=retry_delay_s(job_try)) from exc
                 outcome = "error"
                 telemetry.task_failures.labels(kind.value).inc()
+                telemetry.task_give_ups.labels(kind.value).inc()
                 log.error("%s %s gave up: %s on its last try", kind.value, args[:1], type(exc).__name__)
                 await _record_give_up(ctx, kind, args, f"gave up after {job_try} tries ({type(exc).__name__})")
                 return None

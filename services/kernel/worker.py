@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -32,8 +34,11 @@ class WakeableWorker(Worker):
     next poll) and otherwise every `poll_delay_s`, as arq does. arq's own loop runs without a delay of its own:
     the waiting happens at the end of each poll iteration."""
 
-    def __init__(self, *args: Any, poll_delay: float, heartbeat_s: float, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, kind: str, poll_delay: float, heartbeat_s: float, **kwargs: Any) -> None:
         super().__init__(*args, poll_delay=0, **kwargs)
+        self.kind = kind
+        # This process's liveness key (queue.live_workers counts them per kind for the gateway's telemetry).
+        self.alive_key = queue.worker_alive_key(kind, f"{socket.gethostname()}:{os.getpid()}")
         self.idle_poll_s = poll_delay
         self.wake = asyncio.Event()
         # arq marks a job it starts "in progress" for the job's whole timeout (+10 s), and no other worker takes
@@ -44,19 +49,23 @@ class WakeableWorker(Worker):
         self.in_progress_timeout_s = heartbeat_s * HEARTBEAT_LIVES
 
     async def heartbeat(self) -> None:
-        """Renew the in-progress marks of the jobs this worker is running, every heartbeat_s, until cancelled."""
+        """Every heartbeat_s until cancelled: say this process is alive, and renew the in-progress marks of the
+        jobs it is running."""
         while True:
-            await asyncio.sleep(self.heartbeat_s)
-            running = list(self.tasks)
-            if not running:
-                continue
             try:
                 async with self.pool.pipeline(transaction=False) as pipe:
-                    for job_id in running:
+                    pipe.set(self.alive_key, b"", px=int(self.heartbeat_s * queue.WORKER_ALIVE_LIVES * 1000))
+                    for job_id in list(self.tasks):
                         pipe.pexpire(in_progress_key_prefix + job_id, int(self.in_progress_timeout_s * 1000))
                     await pipe.execute()
             except Exception as exc:  # noqa: BLE001 - the next beat tries again; a missed one is within the lives
                 log.warning("heartbeat failed (%s)", exc)
+            await asyncio.sleep(self.heartbeat_s)
+
+    async def say_stopped(self) -> None:
+        """Stop counting as alive at once (a clean shutdown); a killed process's key expires instead."""
+        with contextlib.suppress(Exception):
+            await self.pool.delete(self.alive_key)
 
     async def _poll_iteration(self) -> None:
         # Cleared before looking, so that a wake arriving while this iteration runs makes the next one start at once.
@@ -130,11 +139,13 @@ def build_worker(
             background = ctx.get(name)
             if background is not None:
                 background.cancel()
+        await built.say_stopped()
         if on_shutdown is not None:
             await on_shutdown(ctx)
         await dispose_engine()
 
     built = WakeableWorker(
+        kind=service,
         functions=list(functions),
         redis_settings=queue.redis_settings(),
         queue_name=spec.queue,
@@ -151,6 +162,9 @@ def build_worker(
     )
     # How many jobs this worker has started and not yet finished, for a service's own batching (executor/worker.py).
     built.ctx["jobs_running"] = lambda: built.job_counter
+    telemetry.worker_jobs_running.labels(service).set_function(lambda: built.job_counter)
+    telemetry.start_task_series(task.value for task in spec.tasks)
+    telemetry.worker_jobs_capacity.labels(service).set(built.max_jobs)
     return built
 
 

@@ -36,9 +36,9 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from services.kernel import attempts, jobs, queue, worker
+from services.kernel import attempts, jobs, queue, telemetry, worker
 from services.kernel.attempts import NewMutant
-from services.kernel.contracts import LIVE_JOB_STATUSES, Arm, Condition, JobKind, JudgmentStatus, Stage
+from services.kernel.contracts import LIVE_JOB_STATUSES, Arm, Condition, JobKind, JudgmentStatus, Language, Stage
 from services.kernel.db import session_scope
 from services.kernel.judges import Endpoint, LLMJudge, configured_judges
 from services.kernel.models import Attempt, Execution, Job, JobUnit, Judgment, Problem, SimilarityPair
@@ -91,7 +91,7 @@ from services.perturb.axiom.synthesis import (
     to_new_mutant,
 )
 from services.perturb.isolation import NotPerturbable, generate_isolated
-from services.perturb.verification import axiom_kept, verify
+from services.perturb.verification import Verification, axiom_kept, verify
 
 log = logging.getLogger("tribunal.perturb")
 
@@ -194,6 +194,8 @@ async def perturb_attempt(ctx: dict[str, Any], subject: str) -> None:
         await jobs.count_unit_once(session, job_id, unit)
         confirmations = await _add_confirmations(session, params, parent, created)
     await attempts.enqueue_first_stages(created)
+    for row in created:
+        telemetry.mutants_created.labels(language, row.arm or "none").inc()
     for ordinal in confirmations:
         assert params.confirm_job_id is not None
         await queue.enqueue(Task.SCORE_PAIR, pair_subject(params.confirm_job_id, ordinal))
@@ -252,6 +254,7 @@ async def verify_mutant(ctx: dict[str, Any], attempt_id: str) -> None:
             select(Execution.verdict).where(Execution.attempt_id == attempt_id, Execution.run == 0)
         )
         findings = verify(mutant.arm, verdict)
+        arm = mutant.arm or "none"
         mutation = {**(mutant.mutation or {}), "verification": findings.as_json()}
         record = mutation.get("axiom")
         values: dict[str, Any] = {}
@@ -271,8 +274,21 @@ async def verify_mutant(ctx: dict[str, Any], attempt_id: str) -> None:
             advance = mutant.job_id
             await _settle_draw(session, advance, str(record["slot"]), int(record["draw"]), kept=not last)
     await attempts.after_stage(attempt_id, moved, following)
+    if moved:
+        telemetry.mutants_verified.labels(arm, _verification_outcome(findings)).inc()
     if advance is not None:
         await _advance(advance)
+
+
+def _verification_outcome(findings: Verification) -> str:
+    """One bounded word for a mutant's verification (telemetry): did it run, and did its arm hold."""
+    if not findings.verified:
+        return "unbuilt" if not findings.compiles else "internal_error"
+    if findings.equivalent_suspect:
+        return "equivalent_suspect"
+    if findings.operator_bug:
+        return "operator_bug"
+    return "confirmed"
 
 
 # ---- AXIOM synthesis ----------------------------------------------------------------------------------------------
@@ -797,12 +813,17 @@ async def _shutdown(ctx: dict[str, Any]) -> None:
         await runner.close()
 
 
+async def _startup(ctx: dict[str, Any]) -> None:
+    telemetry.start_mutant_series(language.value for language in Language)
+
+
 def run_worker() -> None:
     """Run the perturbation worker until SIGTERM/SIGINT."""
     worker.run(
         worker.build_worker(
             SERVICE,
             functions=[perturb_attempt, verify_mutant, synthesize_program, finish_synthesis, prepare_calibration],
+            on_startup=_startup,
             on_shutdown=_shutdown,
         )
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from sqlalchemy import select
@@ -16,7 +17,7 @@ from sqlalchemy import select
 from metrics import html, plots
 from metrics.reports import build_report as build_kind
 from metrics.reports import similarity as similarity_report
-from services.kernel import jobs, queue, worker
+from services.kernel import jobs, queue, telemetry, worker
 from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind, JobStatus, Verdict
 from services.kernel.db import session_scope
 from services.kernel.models import (
@@ -165,6 +166,7 @@ async def build_report(ctx: dict[str, Any], report_id: str) -> None:
             return
         await jobs.mark_running(session, report.job_id)
         tenant, kind, params, job_id = report.tenant, report.kind, dict(report.params), report.job_id
+    started = time.perf_counter()
     try:
         flt = params.get("filter") or {}
         if kind == JobKind.SIMILARITY and flt.get("job_id"):
@@ -176,6 +178,7 @@ async def build_report(ctx: dict[str, Any], report_id: str) -> None:
         )
     except Exception as exc:
         log.exception("report %s failed", report_id)
+        telemetry.report_duration.labels(kind, "failed").observe(time.perf_counter() - started)
         async with session_scope() as session:
             await jobs.finish(session, job_id, JobStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
         return
@@ -186,6 +189,7 @@ async def build_report(ctx: dict[str, Any], report_id: str) -> None:
         for name, png in rendered.items():
             await session.merge(ReportPlot(report_id=report_id, name=name, png=png))
         await jobs.finish(session, job_id, JobStatus.SUCCEEDED, result={"report_id": report_id})
+    telemetry.report_duration.labels(kind, "built").observe(time.perf_counter() - started)
 
 
 def run_worker() -> None:

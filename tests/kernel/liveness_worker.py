@@ -26,6 +26,7 @@ async def _start(ctx: dict[str, Any]) -> None:
 
 if __name__ == "__main__":
     worker = WakeableWorker(
+        kind="liveness-test",
         functions=[record],
         redis_settings=RedisSettings.from_dsn(sys.argv[1]),
         queue_name=sys.argv[2],
