@@ -18,26 +18,31 @@ BACKENDS = ["sqlite", "postgresql"]
 
 
 @asynccontextmanager
-async def migrated_database(tmp_path: Path, postgres_url: str | None) -> AsyncIterator[str]:
-    """The URL of an empty database brought to the newest schema: a SQLite file under `tmp_path`, or (given the
-    server's URL) a new PostgreSQL database on that server, dropped afterwards."""
+async def empty_database(tmp_path: Path, postgres_url: str | None) -> AsyncIterator[str]:
+    """The URL of an empty database, with no schema at all: a SQLite file under `tmp_path` (created by whoever
+    connects first), or (given the server's URL) a new PostgreSQL database on that server, dropped afterwards."""
     if postgres_url is None:
-        url = f"sqlite+aiosqlite:///{tmp_path / 'tribunal.db'}"
-        await upgrade_async(url)
-        yield url
+        yield f"sqlite+aiosqlite:///{tmp_path / 'tribunal.db'}"
         return
     name = f"t_{uuid.uuid4().hex[:16]}"
     admin = create_async_engine(postgres_url, isolation_level="AUTOCOMMIT")
     try:
         async with admin.connect() as connection:
             await connection.execute(text(f'CREATE DATABASE "{name}"'))
-        url = f"{postgres_url.rsplit('/', 1)[0]}/{name}"
-        await upgrade_async(url)
-        yield url
+        yield f"{postgres_url.rsplit('/', 1)[0]}/{name}"
     finally:
         async with admin.connect() as connection:
             await connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         await admin.dispose()
+
+
+@asynccontextmanager
+async def migrated_database(tmp_path: Path, postgres_url: str | None) -> AsyncIterator[str]:
+    """The URL of an empty database brought to the newest schema: a SQLite file under `tmp_path`, or (given the
+    server's URL) a new PostgreSQL database on that server, dropped afterwards."""
+    async with empty_database(tmp_path, postgres_url) as url:
+        await upgrade_async(url)
+        yield url
 
 
 @asynccontextmanager

@@ -192,6 +192,9 @@ def make_engine(url: str, role: str = "tribunal", *, foreign_keys: bool = True) 
     elif url.startswith("postgresql+asyncpg"):
         kwargs["connect_args"] = {"server_settings": {"application_name": role}}
         kwargs["pool_pre_ping"] = True
+        settings = get_settings()
+        kwargs["pool_size"] = settings.database_pool_size
+        kwargs["max_overflow"] = settings.database_max_overflow
     engine = create_async_engine(url, **kwargs)
     if _is_sqlite(url):
         args, params = engine.dialect.create_connect_args(engine.url)

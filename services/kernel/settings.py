@@ -20,6 +20,10 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".tribunal"), description="Where the SQLite file, builds and keys live.")
     database_url: str | None = Field(default=None, description="SQLAlchemy async URL; SQLite under data_dir if unset.")
     redis_url: str | None = Field(default=None, description="Redis URL; the embedded launcher starts one if unset.")
+    # PostgreSQL connections one process keeps (pool) and may open beyond it under load (overflow): a deployment
+    # needs (pool + overflow) x processes <= the server's max_connections (docs/operations.md). SQLite: fixed 8 + 16.
+    database_pool_size: int = Field(default=5, ge=1, le=100)
+    database_max_overflow: int = Field(default=10, ge=0, le=200)
 
     # Gateway limits, enforced before any work starts.
     max_body_bytes: int = 8 * 1024 * 1024

@@ -1,11 +1,13 @@
-"""Faults in sequence during a batch, on a stack of its own (its own Redis and PostgreSQL cluster, which this test
-stops and starts): the executor and judge workers SIGKILLed mid-job, Redis restarted, the database stopped and
-started, the reports worker SIGKILLed mid-report. Every attempt ends exactly once, every judgment is one row per
-attempt x judge x condition, and the counts reconcile (issue #12)."""
+"""Faults in sequence during a batch, on a stack of its own (its own Redis, and its own database: a SQLite file, or a
+PostgreSQL cluster which this test stops and starts): the executor and judge workers SIGKILLed mid-job, Redis
+restarted, the database stopped and started (PostgreSQL) or locked by another writer for a while (SQLite), the
+reports worker SIGKILLed mid-report. Every attempt ends exactly once, every judgment is one row per attempt x judge x
+condition, and the counts reconcile (issue #12)."""
 
 from __future__ import annotations
 
 import signal
+import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from services.kernel.db import sqlite_path
 from services.stack import EmbeddedStack
 from tests.conftest import STACK_ENV
 from tests.helpers import add_sum_problem, fetch_rows, wait_job
@@ -24,8 +27,12 @@ JUDGES = ["sample_tests", "edit_similarity"]
 BATCH = 24
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[PostgresCluster]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def cluster(request: pytest.FixtureRequest) -> Iterator[PostgresCluster | None]:
+    """The PostgreSQL cluster the test stops and starts, or None on SQLite (the stack's own database file)."""
+    if request.param == "sqlite":
+        yield None
+        return
     cluster = PostgresCluster()
     cluster.start()
     yield cluster
@@ -34,11 +41,15 @@ def cluster() -> Iterator[PostgresCluster]:
 
 @pytest.fixture(scope="module")
 def fault_stack(
-    tmp_path_factory: pytest.TempPathFactory, cluster: PostgresCluster, judges_file: Path
+    tmp_path_factory: pytest.TempPathFactory, cluster: PostgresCluster | None, judges_file: Path
 ) -> Iterator[EmbeddedStack]:
-    # No redis_url: the stack starts a Redis of its own, which the test restarts.
+    # No redis_url: the stack starts a Redis of its own, which the test restarts. No database URL on SQLite: the
+    # stack's default file in its data dir.
     stack = EmbeddedStack(
-        tmp_path_factory.mktemp("faults"), database_url=cluster.url, judges_file=judges_file, extra_env=STACK_ENV
+        tmp_path_factory.mktemp("faults-sqlite" if cluster is None else "faults-postgresql"),
+        database_url=None if cluster is None else cluster.url,
+        judges_file=judges_file,
+        extra_env=STACK_ENV,
     )
     stack.start()
     yield stack
@@ -74,8 +85,21 @@ def _until(condition: object, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
+def _lock_sqlite(database_url: str, seconds: float) -> None:
+    """Hold SQLite's write lock from another connection for `seconds`: every writer of the stack waits meanwhile."""
+    path = sqlite_path(database_url)
+    assert path is not None, database_url
+    connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        time.sleep(seconds)
+        connection.execute("ROLLBACK")
+    finally:
+        connection.close()
+
+
 def test_kills_and_restarts_during_a_batch_end_every_attempt_once(
-    fault_stack: EmbeddedStack, cluster: PostgresCluster, client: httpx.Client
+    fault_stack: EmbeddedStack, cluster: PostgresCluster | None, client: httpx.Client
 ) -> None:
     problem_id = add_sum_problem(client, tests=[{"input": "1 2\n", "expected": "3\n"}], limits={"wall_time_s": 10})
     body = {
@@ -105,9 +129,12 @@ def test_kills_and_restarts_during_a_batch_end_every_attempt_once(
     fault_stack.redis.stop()  # Redis restarted without persistence: its queues are gone
     time.sleep(1)
     fault_stack.redis.start()
-    cluster.stop("fast")  # the database goes away under every worker and the gateway, then comes back
-    time.sleep(2)
-    cluster.start()
+    if cluster is not None:
+        cluster.stop("fast")  # the database goes away under every worker and the gateway, then comes back
+        time.sleep(2)
+        cluster.start()
+    else:
+        _lock_sqlite(fault_stack.database_url, 2)  # a file cannot go away; another writer holds it instead
 
     ended = ("succeeded", "failed", "cancelled")
     _until(lambda: client.get(f"/v1/jobs/{job_id}").json()["status"] in ended, 240, "the batch never ended")
