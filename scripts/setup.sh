@@ -5,8 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# docker-compose (v1, without its recommended container runtime) only validates docker-compose.yml in the tests.
-SYSTEM_PACKAGES=(libnl-route-3-200 libseccomp2 gcc g++ openjdk-17-jdk-headless postgresql util-linux cppcheck pylint docker-compose)
+# docker-compose (v1, without its recommended container runtime) only validates docker-compose.yml in the tests;
+# prometheus (the server and promtool) checks deploy/prometheus and runs beside the stack in tests and `tribunal up
+# --prometheus-port`, started by us (its systemd unit is not used).
+SYSTEM_PACKAGES=(libnl-route-3-200 libseccomp2 gcc g++ openjdk-17-jdk-headless postgresql util-linux cppcheck pylint docker-compose prometheus)
 missing=()
 for pkg in "${SYSTEM_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

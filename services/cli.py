@@ -45,7 +45,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     from services.stack import EmbeddedStack
 
     stack = EmbeddedStack(
-        _data_dir(args), host=args.host, port=args.port, workers=args.workers, judges_file=args.judges
+        _data_dir(args),
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        judges_file=args.judges,
+        prometheus_port=args.prometheus_port,
     )
     stopping = False
 
@@ -66,6 +71,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         judges = ", ".join(f"{j.name} ({j.kind})" for j in stack.judges)
         console.print(f"judges: {judges}")
         console.print(f"redis: {stack.redis_url}   logs: {stack.data_dir / 'logs'}   Ctrl-C stops everything")
+        if stack.prometheus is not None:
+            console.print(f"prometheus: {stack.prometheus.url}  (alerts: {stack.prometheus.url}/alerts)")
         while not stopping:
             for name, process in list(stack.processes.items()):
                 if process.poll() is not None:
@@ -74,6 +81,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                         stack.start_gateway()
                     else:
                         stack.start_worker(name)
+            if stack.prometheus is not None and not stack.prometheus.running:
+                console.print("[red]prometheus exited; restarting[/]")
+                stack.start_prometheus()
             time.sleep(0.5)
     finally:
         stack.stop()
@@ -434,6 +444,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--workers", type=int, default=1, help="worker processes of each kind")
     up.add_argument(
         "--judges", type=Path, help="judges TOML file (default: $TRIBUNAL_JUDGES_FILE, else offline judges)"
+    )
+    up.add_argument(
+        "--prometheus-port",
+        type=int,
+        help="also run Prometheus on 127.0.0.1:PORT, scraping every process with the alert rules loaded",
     )
     up.set_defaults(func=cmd_up)
 

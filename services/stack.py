@@ -11,23 +11,27 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.kernel.db import dispose_engine, init_engine, private_dir, session_scope
 from services.kernel.embedded import EmbeddedRedis, free_port
 from services.kernel.judges import load_judges
-from services.kernel.keys import ensure_admin_key
+from services.kernel.keys import ensure_admin_key, ensure_scrape_key
 from services.kernel.registry import SERVICES
 from services.migrate import upgrade
+from services.observability import LocalPrometheus
 
 
-async def _bootstrap_admin_key(path: Path, database_url: str) -> bool:
+async def _in_launcher_session[T](database_url: str, action: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """Run `action` in one committed session on the stack's database, from the launcher (before any service)."""
     init_engine(role="launcher", url=database_url)
     try:
         async with session_scope() as session:
-            return await ensure_admin_key(session, path)
+            return await action(session)
     finally:
         await dispose_engine()
 
@@ -45,6 +49,7 @@ class EmbeddedStack:
         redis_url: str | None = None,
         judges_file: Path | None = None,
         extra_env: dict[str, str] | None = None,
+        prometheus_port: int | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.database_url = (
@@ -61,7 +66,11 @@ class EmbeddedStack:
         self.redis: EmbeddedRedis | None = None
         self.redis_url = redis_url or os.environ.get("TRIBUNAL_REDIS_URL")
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.worker_telemetry_ports: list[int] = []
+        # Each worker process's telemetry port, kept across its restarts (its scrape target stays the same).
+        self.telemetry_ports: dict[str, int] = {}
+        self.prometheus = (
+            LocalPrometheus(self.data_dir / "prometheus", prometheus_port) if prometheus_port is not None else None
+        )
 
     @property
     def url(self) -> str:
@@ -71,6 +80,15 @@ class EmbeddedStack:
     @property
     def admin_key_path(self) -> Path:
         return self.data_dir / "admin.key"
+
+    @property
+    def scrape_key_path(self) -> Path:
+        """The key (scope `metrics` only) the local Prometheus scrapes the gateway with."""
+        return self.data_dir / "prometheus" / "scrape.key"
+
+    @property
+    def worker_telemetry_ports(self) -> list[int]:
+        return list(self.telemetry_ports.values())
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -94,22 +112,44 @@ class EmbeddedStack:
             self.redis = EmbeddedRedis(self.data_dir / "redis")
             self.redis_url = self.redis.start()
         upgrade(self.database_url)
-        self.created_admin_key = asyncio.run(_bootstrap_admin_key(self.admin_key_path, self.database_url))
+        self.created_admin_key = asyncio.run(
+            _in_launcher_session(self.database_url, lambda session: ensure_admin_key(session, self.admin_key_path))
+        )
         for index in range(self.workers):
             for service in SERVICES:
                 self.start_worker(f"{service}-{index}")
         self.start_gateway()
         self.wait_ready(timeout_s)
+        if self.prometheus is not None:
+            self.start_prometheus()
 
     def start_worker(self, name: str) -> subprocess.Popen[bytes]:
         """Start (or restart) one worker process, `SERVICE-N` for a registered service, logging under
         data_dir/logs."""
         kind = name.split("-", 1)[0]
-        port = free_port()
-        self.worker_telemetry_ports.append(port)
+        port = self.telemetry_ports.setdefault(name, free_port())
         env = self.env() | {"TRIBUNAL_WORKER_TELEMETRY_PORT": str(port)}
         self.processes[name] = self._spawn(name, [sys.executable, "-m", "services.cli", "worker", kind], env)
+        if self.prometheus is not None:
+            self._publish_targets(kind)
         return self.processes[name]
+
+    def start_prometheus(self) -> None:
+        """Start the local Prometheus (see services/observability.py), scraping every process of the stack."""
+        assert self.prometheus is not None
+        asyncio.run(
+            _in_launcher_session(self.database_url, lambda session: ensure_scrape_key(session, self.scrape_key_path))
+        )
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        self.prometheus.configure(f"{host}:{self.port}", self.scrape_key_path, list(SERVICES))
+        for kind in SERVICES:
+            self._publish_targets(kind)
+        self.prometheus.start(self.data_dir / "logs" / "prometheus.log")
+
+    def _publish_targets(self, kind: str) -> None:
+        assert self.prometheus is not None
+        ports = [port for name, port in self.telemetry_ports.items() if name.split("-", 1)[0] == kind]
+        self.prometheus.set_targets(kind, [f"127.0.0.1:{port}" for port in ports])
 
     def start_gateway(self) -> None:
         self.processes["gateway"] = self._spawn(
@@ -175,6 +215,8 @@ class EmbeddedStack:
             process.wait()
 
     def stop(self) -> None:
+        if self.prometheus is not None:
+            self.prometheus.stop()
         for name in list(self.processes):
             self.stop_process(name)
         if self.redis is not None:

@@ -58,9 +58,23 @@ async def ensure_admin_key(session: AsyncSession, path: Path) -> bool:
     """On first start, create an admin key and write it to `path` (mode 0600). True if one was made."""
     if path.exists():
         return False
-    _, plaintext = await create_key(session, tenant="admin", scopes=list(SCOPES), name="bootstrap admin")
+    await _write_new_key(session, path, tenant="admin", scopes=list(SCOPES), name="bootstrap admin")
+    return True
+
+
+async def ensure_scrape_key(session: AsyncSession, path: Path) -> None:
+    """A key with only the `metrics` scope in `path` (mode 0600), for a local Prometheus to scrape the gateway
+    with: the one there is kept while it still works, replaced if it was revoked."""
+    if path.exists():
+        if await find_key(session, path.read_text().strip()) is not None:
+            return
+        path.unlink()
+    await _write_new_key(session, path, tenant="ops", scopes=["metrics"], name="local prometheus")
+
+
+async def _write_new_key(session: AsyncSession, path: Path, *, tenant: str, scopes: list[str], name: str) -> None:
+    _, plaintext = await create_key(session, tenant=tenant, scopes=scopes, name=name)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(plaintext + "\n")
-    return True
