@@ -30,6 +30,7 @@ from gateway.waiting import EndedAttempts
 from services.kernel import queue, telemetry
 from services.kernel.db import dispose_engine, init_engine
 from services.kernel.judges import configured_judges
+from services.kernel.ratelimit import QUOTA_NAMES
 from services.kernel.settings import get_settings
 
 
@@ -117,6 +118,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings = get_settings()
     configured_judges(str(settings.judges_file) if settings.judges_file else None)  # a bad file stops the start
     init_engine(role="gateway")
+    telemetry.start_quota_series(QUOTA_NAMES)
     app.state.ended_attempts = EndedAttempts()
     yield
     await app.state.ended_attempts.close()

@@ -41,6 +41,7 @@ class LLMRunner:
         backoff_max: float | None = None,
     ) -> None:
         self.judge = judge
+        telemetry.start_llm_judge_series(judge.name)
         for direction, per_million in (("in", judge.price_per_mtok_in), ("out", judge.price_per_mtok_out)):
             if per_million is not None:
                 telemetry.judge_price.labels(judge.name, direction).set(per_million / 1_000_000)

@@ -116,6 +116,21 @@ class LocalPrometheus:
             time.sleep(0.1)
         raise TimeoutError(f"prometheus was not ready within {timeout_s} s; see {log_path}")
 
+    def wait_scraped(self, targets: int, timeout_s: float = 30.0) -> None:
+        """Block until `targets` targets have been scraped successfully once: Prometheus starts scraping a few
+        seconds after it says ready, and what happened before its first scrape of a counter would not show in
+        rates."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                active = httpx.get(f"{self.url}/api/v1/targets", timeout=2).json()["data"]["activeTargets"]
+                if sum(1 for target in active if target["health"] == "up") >= targets:
+                    return
+            except (httpx.HTTPError, KeyError, ValueError):
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"prometheus had not scraped {targets} targets within {timeout_s} s")
+
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None

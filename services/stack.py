@@ -145,6 +145,7 @@ class EmbeddedStack:
         for kind in SERVICES:
             self._publish_targets(kind)
         self.prometheus.start(self.data_dir / "logs" / "prometheus.log")
+        self.prometheus.wait_scraped(1 + len(self.telemetry_ports))
 
     def _publish_targets(self, kind: str) -> None:
         assert self.prometheus is not None

@@ -190,6 +190,24 @@ def start_judgment_series(judges: Iterable[str]) -> None:
                 judgments.labels(judge, condition.value, status.value)
 
 
+def start_llm_judge_series(judge: str) -> None:
+    for direction in ("in", "out"):
+        judge_tokens.labels(judge, direction)
+    judge_retries.labels(judge)
+    judge_cache_hits.labels(judge)
+
+
+def start_report_series(kinds: Iterable[str]) -> None:
+    for kind in kinds:
+        for outcome in ("built", "failed"):
+            report_duration.labels(kind, outcome)
+
+
+def start_quota_series(limits: Iterable[str]) -> None:
+    for limit in limits:
+        quota_rejections.labels(limit)
+
+
 def start_task_series(tasks: Iterable[str]) -> None:
     for task in tasks:
         for counter in (task_retries, task_failures, task_give_ups, reconciled):

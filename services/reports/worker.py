@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import select
 
 from metrics import html, plots
+from metrics.reports import KINDS
 from metrics.reports import build_report as build_kind
 from metrics.reports import similarity as similarity_report
 from services.kernel import jobs, queue, telemetry, worker
@@ -192,6 +193,10 @@ async def build_report(ctx: dict[str, Any], report_id: str) -> None:
     telemetry.report_duration.labels(kind, "built").observe(time.perf_counter() - started)
 
 
+async def _startup(ctx: dict[str, Any]) -> None:
+    telemetry.start_report_series(KINDS)
+
+
 def run_worker() -> None:
     """Run the reports worker until SIGTERM/SIGINT (reports are CPU-bound: the registry runs two at a time)."""
-    worker.run(worker.build_worker(SERVICE, functions=[build_report]))
+    worker.run(worker.build_worker(SERVICE, functions=[build_report], on_startup=_startup))
