@@ -76,6 +76,7 @@ def test_the_catalogue_lists_the_paper_operators_and_controls(tenant_client: htt
     assert {op["arm"] for op in catalogue.values()} == {"semantic", "control"}
 
 
+@pytest.mark.timeout(300)  # its job alone may take _perturb's 240 s on a loaded machine: every mutant is compiled
 def test_every_paper_operator_yields_a_verified_mutant_and_controls_keep_passing(tenant_client: httpx.Client) -> None:
     seed = _accepted_seed(tenant_client)
     job = _perturb(tenant_client, attempt_ids=[seed["attempt_id"]], all_sites=True)
@@ -119,6 +120,7 @@ def test_the_same_seed_gives_the_same_mutants(tenant_client: httpx.Client) -> No
     assert {m["attempt_id"] for m in first["mutants"]}.isdisjoint(m["attempt_id"] for m in again["mutants"])
 
 
+@pytest.mark.timeout(300)  # as above, then the report
 def test_judged_mutants_feed_the_perturbation_report(tenant_client: httpx.Client) -> None:
     seeds = [_accepted_seed(tenant_client) for _ in range(2)]
     job = _perturb(
