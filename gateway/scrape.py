@@ -1,14 +1,17 @@
 """What the gateway reads from Redis and the database at each scrape of /metrics: the platform-wide gauges.
 
 Queues, live worker processes, live jobs and judge trust belong to no single worker, so the gateway refreshes them
-just before it renders its registry (services/kernel/telemetry.py defines them). Each source is read on its own: an
-unreachable Redis or database leaves its gauges as they were last read and never fails the scrape (`up` stays 1,
-and the stale value's age shows in the gauges' flat line; readiness at /readyz says what is down).
+just before it renders its registry (services/kernel/telemetry.py defines them), at most once a second. Each source
+is read on its own: an unreachable Redis or database leaves its gauges as they were last read, sets
+tribunal_platform_source_up{source} to 0 (an alert), and never fails the scrape by itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +22,7 @@ from services.kernel import queue, telemetry
 from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind
 from services.kernel.db import sessionmaker
 from services.kernel.models import Job, Report
+from services.kernel.settings import get_settings
 
 log = logging.getLogger("tribunal.gateway.scrape")
 
@@ -30,13 +34,29 @@ TRUST_GAUGES = {
 }
 
 
+# Scrapes closer together than this share one refresh (several Prometheus servers, or anyone when /metrics is
+# public): reading Redis and the database is the expensive part of a scrape.
+MIN_REFRESH_INTERVAL_S = 1.0
+_refreshing = asyncio.Lock()
+_refreshed_at = -math.inf
+
+
 async def refresh_platform_gauges() -> None:
-    """Bring the platform-wide gauges up to date; a source that cannot be read is logged and skipped."""
-    for refresh in (_refresh_queues, _refresh_jobs, _refresh_trust):
-        try:
-            await refresh()
-        except Exception as exc:  # noqa: BLE001 - a scrape must not fail because Redis or the database is down
-            log.warning("telemetry: %s skipped (%s)", refresh.__name__.removeprefix("_refresh_"), type(exc).__name__)
+    """Bring the platform-wide gauges up to date. A source that cannot be read is logged and skipped, and
+    tribunal_platform_source_up says so (its gauges keep their last values meanwhile)."""
+    global _refreshed_at
+    async with _refreshing:
+        if time.monotonic() - _refreshed_at < MIN_REFRESH_INTERVAL_S:
+            return
+        for source, refreshes in (("redis", (_refresh_queues,)), ("database", (_refresh_jobs, _refresh_trust))):
+            try:
+                for refresh in refreshes:
+                    await refresh()
+                telemetry.platform_source_up.labels(source).set(1)
+            except Exception as exc:  # noqa: BLE001 - a scrape must not fail because Redis or the database is down
+                telemetry.platform_source_up.labels(source).set(0)
+                log.warning("telemetry: %s unreadable (%s)", source, type(exc).__name__)
+        _refreshed_at = time.monotonic()
 
 
 async def _refresh_queues() -> None:
@@ -63,20 +83,35 @@ async def _refresh_jobs() -> None:
 
 
 _shown_report: str | None = None
+# How many of the trust tenant's newest judge_quality reports are looked at for one over all its data.
+TRUST_CANDIDATES = 20
+
+
+def is_platform_wide(params: dict[str, Any]) -> bool:
+    """A judge_quality report over everything its tenant judged: no filter, every judge, every condition."""
+    return not params.get("filter") and params.get("judges") is None and params.get("conditions") is None
 
 
 async def _refresh_trust() -> None:
-    """The newest built judge_quality report (any tenant's: judges are the platform's) into the trust gauges."""
+    """The trust gauges from the newest platform-wide judge_quality report of the trust tenant
+    (TRIBUNAL_TRUST_TENANT): only the operators' own meta-evaluation speaks for the platform's judges; another
+    tenant's report, or one over a chosen subset, never replaces it."""
     global _shown_report
     async with sessionmaker()() as session:
-        newest = (
+        candidates = (
             await session.execute(
-                select(Report.report_id, Report.finished_at)
-                .where(Report.kind == JUDGE_QUALITY, Report.finished_at.is_not(None), Report.result.is_not(None))
+                select(Report.report_id, Report.finished_at, Report.params)
+                .where(
+                    Report.tenant == get_settings().trust_tenant,
+                    Report.kind == JUDGE_QUALITY,
+                    Report.finished_at.is_not(None),
+                    Report.result.is_not(None),
+                )
                 .order_by(Report.finished_at.desc())
-                .limit(1)
+                .limit(TRUST_CANDIDATES)
             )
-        ).first()
+        ).all()
+        newest = next((row for row in candidates if is_platform_wide(dict(row.params or {}))), None)
         if newest is None or newest.report_id == _shown_report:
             return
         result = await session.scalar(select(Report.result).where(Report.report_id == newest.report_id))

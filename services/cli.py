@@ -83,7 +83,10 @@ def cmd_up(args: argparse.Namespace) -> int:
                         stack.start_worker(name)
             if stack.prometheus is not None and not stack.prometheus.running:
                 console.print("[red]prometheus exited; restarting[/]")
-                stack.start_prometheus()
+                try:
+                    stack.start_prometheus(wait_scraped=False)
+                except (OSError, RuntimeError, TimeoutError) as exc:  # the stack runs on without it
+                    console.print(f"[red]prometheus did not restart ({exc}); trying again[/]")
             time.sleep(0.5)
     finally:
         stack.stop()

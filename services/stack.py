@@ -18,7 +18,7 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.kernel.db import dispose_engine, init_engine, private_dir, session_scope
-from services.kernel.embedded import EmbeddedRedis, free_port
+from services.kernel.embedded import EmbeddedRedis, free_port, port_is_free
 from services.kernel.judges import load_judges
 from services.kernel.keys import ensure_admin_key, ensure_scrape_key
 from services.kernel.registry import SERVICES
@@ -127,15 +127,19 @@ class EmbeddedStack:
         """Start (or restart) one worker process, `SERVICE-N` for a registered service, logging under
         data_dir/logs."""
         kind = name.split("-", 1)[0]
-        port = self.telemetry_ports.setdefault(name, free_port())
+        # The same port as before, so its scrape target stays the same, unless something else took it meanwhile.
+        port = self.telemetry_ports.get(name)
+        if port is None or not port_is_free(port):
+            port = self.telemetry_ports[name] = free_port()
         env = self.env() | {"TRIBUNAL_WORKER_TELEMETRY_PORT": str(port)}
         self.processes[name] = self._spawn(name, [sys.executable, "-m", "services.cli", "worker", kind], env)
         if self.prometheus is not None:
             self._publish_targets(kind)
         return self.processes[name]
 
-    def start_prometheus(self) -> None:
-        """Start the local Prometheus (see services/observability.py), scraping every process of the stack."""
+    def start_prometheus(self, *, wait_scraped: bool = True) -> None:
+        """Start the local Prometheus (see services/observability.py), scraping every process of the stack; by
+        default, wait until it has scraped each once (a restart need not: a worker may be down meanwhile)."""
         assert self.prometheus is not None
         asyncio.run(
             _in_launcher_session(self.database_url, lambda session: ensure_scrape_key(session, self.scrape_key_path))
@@ -145,7 +149,8 @@ class EmbeddedStack:
         for kind in SERVICES:
             self._publish_targets(kind)
         self.prometheus.start(self.data_dir / "logs" / "prometheus.log")
-        self.prometheus.wait_scraped(1 + len(self.telemetry_ports))
+        if wait_scraped:
+            self.prometheus.wait_scraped(1 + len(self.telemetry_ports))
 
     def _publish_targets(self, kind: str) -> None:
         assert self.prometheus is not None

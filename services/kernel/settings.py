@@ -22,6 +22,9 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(default=None, description="Redis URL; the embedded launcher starts one if unset.")
     # PostgreSQL connections one process keeps (pool) and may open beyond it under load (overflow): a deployment
     # needs (pool + overflow) x processes <= the server's max_connections (docs/operations.md). SQLite: fixed 8 + 16.
+    # The tenant whose platform-wide judge_quality reports feed the judge-trust gauges (gateway/scrape.py): the
+    # operators' own meta-evaluation, never another tenant's (default: the bootstrap admin key's tenant).
+    trust_tenant: str = Field(default="admin", min_length=1, max_length=100)
     database_pool_size: int = Field(default=5, ge=1, le=100)
     database_max_overflow: int = Field(default=10, ge=0, le=200)
 

@@ -1,9 +1,9 @@
 """Every Prometheus metric the platform exports, defined once: the one `tribunal_` vocabulary.
 
-The scheme (docs/operations.md has the table; tests/test_telemetry_vocabulary.py holds this module, the docs and
+The scheme (docs/operations.md has the table; tests/operations/test_vocabulary.py holds this module, the docs and
 the dashboards to it):
-- `tribunal_<area>_<what>[_<unit>]`, areas `http`, `queue`, `worker`, `task`, `jobs`, `executions`, `sandbox`,
-  `build_cache`, `judge`, `judgments`, `mutants`, `similarity`, `report`, `quota`;
+- `tribunal_<area>_<what>[_<unit>]`, areas `http`, `queue`, `platform`, `worker`, `task`, `jobs`, `executions`,
+  `sandbox`, `build_cache`, `judge`, `judgments`, `mutants`, `similarity`, `report`, `quota`;
 - base units in the name (`_seconds`, `_bytes`, `_dollars`); counters end in `_total`;
 - bounded labels only: enums of the platform (verdicts, statuses, job kinds, tasks, queues, languages), route
   templates, and judge names and conditions (fixed by the judges file). Never a tenant, an id or free text.
@@ -53,6 +53,11 @@ worker_processes = Gauge(
     "tribunal_worker_processes", "Worker processes of a kind whose heartbeat is alive in Redis.", ["kind"]
 )
 queue_enqueued = Counter("tribunal_queue_enqueued_total", "Tasks put on the queue.", ["task"])
+platform_source_up = Gauge(
+    "tribunal_platform_source_up",
+    "Whether the gateway could read a source of the platform-wide gauges (`redis`, `database`) at its last scrape.",
+    ["source"],
+)
 
 # ---- Worker processes (each its own) ---------------------------------------------------------------------------------
 worker_jobs_running = Gauge("tribunal_worker_jobs_running", "Tasks this worker process is running.", ["kind"])
@@ -70,7 +75,7 @@ task_failures = Counter("tribunal_task_failures_total", "Tries of a task that ra
 task_give_ups = Counter(
     "tribunal_task_give_ups_total", "Tasks given up after their last try, their subject ended as failed.", ["task"]
 )
-reconciled = Counter("tribunal_reconciled_total", "Tasks the reconciler put back on the queue.", ["task"])
+reconciled = Counter("tribunal_task_reconciled_total", "Tasks the reconciler put back on the queue.", ["task"])
 
 # ---- Jobs ----------------------------------------------------------------------------------------------------------
 jobs = Counter("tribunal_jobs_total", "Job state transitions, by kind and the status reached.", ["kind", "status"])
@@ -128,7 +133,7 @@ judge_price = Gauge(
 judge_cache_hits = Counter("tribunal_judge_cache_hits_total", "Judgments answered from the response cache.", ["judge"])
 judgments = Counter("tribunal_judgments_total", "Judgment rows written, by status.", ["judge", "condition", "status"])
 judgment_tries = Histogram(
-    "tribunal_judgment_tries", "Provider tries one judgment took.", ["judge"], buckets=_TRIES_BUCKETS
+    "tribunal_judge_tries", "Provider tries one judgment took.", ["judge"], buckets=_TRIES_BUCKETS
 )
 
 # ---- Judge trust (the gateway, from the newest judge_quality report, at each scrape) -------------------------------

@@ -37,8 +37,8 @@ class WakeableWorker(Worker):
     def __init__(self, *args: Any, kind: str, poll_delay: float, heartbeat_s: float, **kwargs: Any) -> None:
         super().__init__(*args, poll_delay=0, **kwargs)
         self.kind = kind
-        # This process's liveness key (queue.live_workers counts them per kind for the gateway's telemetry).
-        self.alive_key = queue.worker_alive_key(kind, f"{socket.gethostname()}:{os.getpid()}")
+        # This process's name among its kind's live workers (queue.live_workers counts them for the telemetry).
+        self.process_name = f"{socket.gethostname()}:{os.getpid()}"
         self.idle_poll_s = poll_delay
         self.wake = asyncio.Event()
         # arq marks a job it starts "in progress" for the job's whole timeout (+10 s), and no other worker takes
@@ -53,19 +53,23 @@ class WakeableWorker(Worker):
         jobs it is running."""
         while True:
             try:
-                async with self.pool.pipeline(transaction=False) as pipe:
-                    pipe.set(self.alive_key, b"", px=int(self.heartbeat_s * queue.WORKER_ALIVE_LIVES * 1000))
-                    for job_id in list(self.tasks):
-                        pipe.pexpire(in_progress_key_prefix + job_id, int(self.in_progress_timeout_s * 1000))
-                    await pipe.execute()
+                running = list(self.tasks)
+                if running:
+                    async with self.pool.pipeline(transaction=False) as pipe:
+                        for job_id in running:
+                            pipe.pexpire(in_progress_key_prefix + job_id, int(self.in_progress_timeout_s * 1000))
+                        await pipe.execute()
+                await queue.beat(
+                    self.kind, self.process_name, self.heartbeat_s * queue.WORKER_ALIVE_LIVES, pool=self.pool
+                )
             except Exception as exc:  # noqa: BLE001 - the next beat tries again; a missed one is within the lives
                 log.warning("heartbeat failed (%s)", exc)
             await asyncio.sleep(self.heartbeat_s)
 
     async def say_stopped(self) -> None:
-        """Stop counting as alive at once (a clean shutdown); a killed process's key expires instead."""
+        """Stop counting as alive at once (a clean shutdown); a killed process's beat expires instead."""
         with contextlib.suppress(Exception):
-            await self.pool.delete(self.alive_key)
+            await queue.say_gone(self.kind, self.process_name, pool=self.pool)
 
     async def _poll_iteration(self) -> None:
         # Cleared before looking, so that a wake arriving while this iteration runs makes the next one start at once.

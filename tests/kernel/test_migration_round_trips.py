@@ -1,8 +1,11 @@
 """Every revision's downgrade undoes its upgrade exactly, on SQLite and on a real PostgreSQL: from the newest
 schema, each step down and up again leaves the schema as it was (tables, columns with their types, nullability and
 defaults, primary keys, indexes, unique constraints, foreign keys, check constraints), the way down ends at an
-empty database (only Alembic's own table), and the way back up gives the newest schema again. A downgrade keeps
-the rows of every table it keeps, in every column it keeps, and so does the upgrade after it."""
+empty database (only Alembic's own table), and the way back up gives the newest schema again. Every step down also
+gives exactly the schema a fresh database gets from `upgrade base -> that revision` (a separate empty database,
+brought up one revision at a time). A downgrade keeps the rows of every table it keeps, in every column that
+revision has on a fresh database (so a downgrade that drops one column too many fails), and so does the upgrade
+after it."""
 
 from __future__ import annotations
 
@@ -26,12 +29,37 @@ Schema = dict[str, Any]
 Rows = dict[str, list[dict[str, Any]]]
 
 
-@pytest.fixture(params=BACKENDS)
-async def url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend the tests are parametrized with (module-scoped, so `fresh_schemas` is built once per backend)."""
+    return str(request.param)
+
+
+def _postgres_url(request: pytest.FixtureRequest, backend: str) -> str | None:
+    return request.getfixturevalue("postgres_url") if backend == "postgresql" else None
+
+
+@pytest.fixture
+async def url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """An empty database (no schema at all) on the backend the test is parametrized with."""
-    postgres_url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
-    async with empty_database(tmp_path, postgres_url) as database_url:
+    async with empty_database(tmp_path, _postgres_url(request, backend)) as database_url:
         yield database_url
+
+
+@pytest.fixture(scope="module")
+async def fresh_schemas(
+    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Schema]:
+    """The schema a fresh database has at each revision ("base" included): a separate empty database on the
+    backend, brought from base up to the head one revision at a time, never downgraded."""
+    postgres_url = _postgres_url(request, backend)
+    async with empty_database(tmp_path_factory.mktemp("fresh"), postgres_url) as fresh:
+        await _migrate(fresh, "up", "base")
+        schemas = {"base": await _schema(fresh)}
+        for revision, _ in reversed(_revisions(fresh)):
+            await _migrate(fresh, "up", revision)
+            schemas[revision] = await _schema(fresh)
+    return schemas
 
 
 def _revisions(url: str) -> list[tuple[str, str]]:
@@ -136,17 +164,23 @@ def _differences(before: Schema, after: Schema) -> list[str]:
     return lines
 
 
-async def test_every_downgrade_undoes_its_upgrade_and_base_is_empty(url: str) -> None:
+async def test_every_downgrade_undoes_its_upgrade_and_base_is_empty(url: str, fresh_schemas: dict[str, Schema]) -> None:
     await _migrate(url, "up", "head")
     head = await _schema(url)
     assert "attempt" in head["tables"] and "alembic_version" in head["tables"]
 
     steps = _revisions(url)
+    assert set(fresh_schemas) == {"base"} | {revision for revision, _ in steps}
+    assert head == fresh_schemas[steps[0][0]]
     for revision, down in steps:  # we are at `revision`
         before = await _schema(url)
         await _migrate(url, "down", down)
         lower = await _schema(url)
         assert lower != before, f"downgrading {revision} changed nothing"
+        assert lower == fresh_schemas[down], (
+            f"downgrading {revision} differs from a fresh upgrade base -> {down}:\n"
+            + "\n".join(_differences(fresh_schemas[down], lower))
+        )
         await _migrate(url, "up", revision)
         after = await _schema(url)
         assert after == before, f"{down} -> {revision} round trip changed:\n" + "\n".join(_differences(before, after))
@@ -154,6 +188,7 @@ async def test_every_downgrade_undoes_its_upgrade_and_base_is_empty(url: str) ->
         assert await _schema(url) == lower, f"downgrading {revision} twice gave two schemas"
 
     base = await _schema(url)
+    assert base == fresh_schemas["base"]
     assert list(base["tables"]) == ["alembic_version"], base["tables"].keys()
     assert base["sequences"] == []
     assert await _run_sync(url, lambda c: c.execute(sa.text("SELECT count(*) FROM alembic_version")).scalar()) == 0
@@ -341,18 +376,27 @@ def _read(connection: Connection) -> Rows:
     return rows
 
 
-def _project(rows: Rows, kept: Rows) -> Rows:
-    """`rows` restricted to the tables and columns `kept` has (the schema of a lower revision)."""
-    columns = {table: set(table_rows[0]) if table_rows else set() for table, table_rows in kept.items()}
+def _columns(schema: Schema) -> dict[str, set[str]]:
+    """The tables (but Alembic's) of a schema, each with the names of its columns."""
     return {
-        table: [{name: value for name, value in row.items() if name in columns[table]} for row in rows[table]]
-        for table in kept
+        table: {column[0] for column in parts["columns"]}
+        for table, parts in schema["tables"].items()
+        if table != "alembic_version"
     }
 
 
-async def test_downgrades_keep_the_rows_of_what_they_keep(url: str) -> None:
-    """head -> each lower revision -> head, from a full row set each time: every table the lower revision still has
-    keeps every row, with the same values in every column it still has, down and back up."""
+def _project(rows: Rows, columns: dict[str, set[str]]) -> Rows:
+    """`rows` restricted to the tables and columns of `columns` (taken from a fresh database at a lower revision,
+    never from the downgraded database itself: a column the downgrade lost must still be expected)."""
+    return {
+        table: [{name: value for name, value in row.items() if name in names} for row in rows[table]]
+        for table, names in columns.items()
+    }
+
+
+async def test_downgrades_keep_the_rows_of_what_they_keep(url: str, fresh_schemas: dict[str, Schema]) -> None:
+    """head -> each lower revision -> head, from a full row set each time: every table the lower revision has (on a
+    fresh database) keeps every row, with the same values in every column it has there, down and back up."""
     await _migrate(url, "up", "head")
     head_revision = _revisions(url)[0][0]
     targets = [down for _, down in _revisions(url) if down != "base"]
@@ -365,11 +409,17 @@ async def test_downgrades_keep_the_rows_of_what_they_keep(url: str) -> None:
         await _migrate(url, "down", target)
         below = await _run_sync(url, _read)
         assert all(below.values()), f"{head_revision} -> {target} emptied a table it keeps: {below}"
-        assert below == _project(at_head, below), f"{head_revision} -> {target} changed rows it keeps"
+        kept = _columns(fresh_schemas[target])
+        has = {table: set(table_rows[0]) for table, table_rows in below.items()}
+        odd = {table: sorted(kept.get(table, set()) ^ has.get(table, set())) for table in sorted(set(kept) | set(has))}
+        assert has == kept, f"{head_revision} -> {target}: columns unlike a fresh {target}'s: " + str(
+            {table: names for table, names in odd.items() if names}
+        )
+        assert below == _project(at_head, kept), f"{head_revision} -> {target} changed rows it keeps"
 
         await _migrate(url, "up", "head")
         back = await _run_sync(url, _read)
-        assert _project(back, below) == below, f"{target} -> {head_revision} changed rows it had"
+        assert _project(back, kept) == below, f"{target} -> {head_revision} changed rows it had"
         lost = {table for table in at_head if table not in below}
         assert all(back[table] == [] for table in lost) and set(back) == set(at_head)
 

@@ -104,11 +104,13 @@ def _workload(client: httpx.Client) -> None:
 
 @pytest.fixture(scope="module")
 def observed(tmp_path_factory: pytest.TempPathFactory, priced_judges: Path) -> Iterator[EmbeddedStack]:
-    # Its own Redis and database: the worker heartbeats and queues it measures are only its own.
+    # Its own Redis and database: the worker heartbeats and queues it measures are only its own. The workload's
+    # tenant is the trust tenant, whose judge_quality report feeds the trust gauges.
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
     stack = EmbeddedStack(
         tmp_path_factory.mktemp("observed"),
         judges_file=priced_judges,
-        extra_env=STACK_ENV | {"TRIBUNAL_WORKER_HEARTBEAT_S": "1"},
+        extra_env=STACK_ENV | {"TRIBUNAL_WORKER_HEARTBEAT_S": "1", "TRIBUNAL_TRUST_TENANT": tenant},
         prometheus_port=free_port(),
     )
     stack.start()
@@ -116,7 +118,6 @@ def observed(tmp_path_factory: pytest.TempPathFactory, priced_judges: Path) -> I
         stack.start_worker("executor-1")  # two processes of one kind on one machine: two targets, never one
         admin_key = stack.admin_key_path.read_text().strip()
         with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {admin_key}"}, timeout=60) as admin:
-            tenant = f"t-{uuid.uuid4().hex[:8]}"
             key = admin.post("/v1/keys", json={"tenant": tenant, "scopes": ["submit", "read"]}).json()["key"]
         with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as client:
             _workload(client)

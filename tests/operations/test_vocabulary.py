@@ -15,22 +15,21 @@ AREAS = (
     "http",
     "queue",
     "worker",
+    "platform",
     "task",
-    "reconciled",
     "jobs",
     "executions",
     "sandbox",
     "build_cache",
     "judge",
     "judgments",
-    "judgment",
     "mutants",
     "similarity",
     "report",
     "quota",
 )
 NAME = re.compile(rf"^tribunal_({'|'.join(AREAS)})(_[a-z0-9]+)*$")
-UNITS = ("_seconds", "_bytes", "_dollars_per_token")
+UNITS = ("_seconds", "_bytes", "_dollars_per_token", "_tries")
 # Label names whose values come from a fixed set (enums, route templates, the judges file): never a tenant or an id.
 BOUNDED_LABELS = {
     "method",
@@ -51,6 +50,7 @@ BOUNDED_LABELS = {
     "estimate",
     "arm",
     "limit",
+    "source",
 }
 
 
@@ -82,7 +82,7 @@ def test_every_metric_follows_the_scheme() -> None:
         assert NAME.match(name), f"{name}: not tribunal_<area>_..."
         assert name.endswith("_total") == (metric._type == "counter"), f"{name}: counters and only they end in _total"
         if metric._type == "histogram":
-            assert name.endswith(UNITS) or name == "tribunal_judgment_tries", f"{name}: a histogram names its unit"
+            assert name.endswith(UNITS), f"{name}: a histogram names its unit"
         assert "_milliseconds" not in name and "_ms" not in name, f"{name}: base units only"
         assert set(metric._labelnames) <= BOUNDED_LABELS, f"{name}: unbounded label {metric._labelnames}"
 
