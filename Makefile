@@ -29,6 +29,7 @@ bench: setup
 	.venv/bin/python bench/bench_differential.py
 	.venv/bin/python bench/bench_similarity.py
 	.venv/bin/python bench/bench_load.py --quick
+	.venv/bin/python bench/bench_scrape.py
 
 clean:
 	rm -rf .venv .tribunal .pytest_cache .mypy_cache .ruff_cache
