@@ -94,6 +94,10 @@ REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
     ),
     ("services/kernel/embedded.py", "start", "Popen"): "redis-server for `tribunal up`; output to its log file",
     ("services/stack.py", "_spawn", "Popen"): "the platform's own gateway and workers; output to log files",
+    ("services/observability.py", "start", "Popen"): (
+        "Debian's prometheus for `tribunal up --prometheus-port`, on loopback, with our generated config; output "
+        "to its log file; it reads only our processes' /metrics (the gateway's with a metrics-only key)"
+    ),
     ("services/perturb/isolation.py", "generate_isolated", "create_subprocess_exec"): (
         "our own `python -I -m services.mutation`: parses (never runs) a seed under its own rlimits, no inherited "
         "environment, killed after a wall limit; its answer is JSON data, validated into Mutant"

@@ -53,6 +53,9 @@ class Endpoint(BaseModel):
     response_format: ResponseFormat = "json_schema"
     seed: int | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict, description="Provider-specific request fields.")
+    # What its tokens cost, in dollars per million (the judges dashboard's cost panel); unset: no cost is shown.
+    price_per_mtok_in: float | None = Field(default=None, ge=0, le=1_000_000)
+    price_per_mtok_out: float | None = Field(default=None, ge=0, le=1_000_000)
 
 
 class LLMJudge(Endpoint):
@@ -61,9 +64,6 @@ class LLMJudge(Endpoint):
     kind: Literal["llm"]
     enabled: bool = True
     rubric: Rubric = Rubric.COCREATION
-    # The price table of the judges dashboard's cost panel, in dollars per million tokens; unset: no cost shown.
-    price_per_mtok_in: float | None = Field(default=None, ge=0, le=1_000_000)
-    price_per_mtok_out: float | None = Field(default=None, ge=0, le=1_000_000)
 
     @property
     def provider(self) -> str:
