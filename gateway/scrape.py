@@ -37,6 +37,9 @@ TRUST_GAUGES = {
 # Scrapes closer together than this share one refresh (several Prometheus servers, or anyone when /metrics is
 # public): reading Redis and the database is the expensive part of a scrape.
 MIN_REFRESH_INTERVAL_S = 1.0
+# A source that does not answer within this is counted unreadable, so that a hung Redis or database never makes the
+# scrape itself time out (which would read as the gateway being down).
+SOURCE_TIMEOUT_S = 1.0
 _refreshing = asyncio.Lock()
 _refreshed_at = -math.inf
 
@@ -50,8 +53,9 @@ async def refresh_platform_gauges() -> None:
             return
         for source, refreshes in (("redis", (_refresh_queues,)), ("database", (_refresh_jobs, _refresh_trust))):
             try:
-                for refresh in refreshes:
-                    await refresh()
+                async with asyncio.timeout(SOURCE_TIMEOUT_S):
+                    for refresh in refreshes:
+                        await refresh()
                 telemetry.platform_source_up.labels(source).set(1)
             except Exception as exc:  # noqa: BLE001 - a scrape must not fail because Redis or the database is down
                 telemetry.platform_source_up.labels(source).set(0)

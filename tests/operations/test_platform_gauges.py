@@ -149,3 +149,25 @@ async def test_trust_comes_only_from_the_trust_tenants_platform_wide_report(repo
     await _report("rep_ops_2", admin, 5, _quality({"gpt": 0.7}))
     await scrape._refresh_trust()
     assert (_auc("gpt"), _auc("claude")) == (0.7, None)
+
+
+# --- a source that fails or hangs ----------------------------------------------------------------------------------
+
+
+def _source_up(source: str) -> float | None:
+    return REGISTRY.get_sample_value("tribunal_platform_source_up", {"source": source})
+
+
+@pytest.mark.parametrize("failure", ["refused", "hangs"])
+async def test_an_unreadable_redis_is_reported_and_never_holds_the_scrape(
+    failure: str, reports: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def unreachable() -> ArqRedis:
+        if failure == "hangs":
+            await asyncio.sleep(3600)  # were it awaited to the end, the test's own timeout would fail it
+        raise ConnectionError("redis is down")
+
+    monkeypatch.setattr(queue, "get_pool", unreachable)
+    monkeypatch.setattr(scrape, "_refreshed_at", float("-inf"))
+    await scrape.refresh_platform_gauges()
+    assert (_source_up("redis"), _source_up("database")) == (0.0, 1.0)
