@@ -221,6 +221,7 @@ def _warm_up() -> None:
 
 async def _startup(ctx: dict[str, Any]) -> None:
     settings = get_settings()
+    telemetry.start_similarity_series()
     await asyncio.to_thread(_warm_up)
     ctx["executor"] = Executor(
         settings.data_dir / "similarity",

@@ -220,6 +220,7 @@ def start_task_series(tasks: Iterable[str]) -> None:
 
 
 def start_mutant_series(languages: Iterable[str]) -> None:
+    languages = list(languages)  # read once per arm
     for arm in Arm:
         for language in languages:
             mutants_created.labels(language, arm.value)
@@ -227,9 +228,12 @@ def start_mutant_series(languages: Iterable[str]) -> None:
             mutants_verified.labels(arm.value, outcome)
 
 
-start_job_series()
-for _outcome in ("scored", "failed"):
-    similarity_pairs.labels(_outcome)
+def start_similarity_series() -> None:
+    for outcome in ("scored", "failed"):
+        similarity_pairs.labels(outcome)
+
+
+start_job_series()  # job transitions happen in the gateway and in every worker
 
 
 def serve_telemetry(port: int, host: str = "127.0.0.1") -> None:
