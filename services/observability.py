@@ -57,7 +57,8 @@ class LocalPrometheus:
         return self.workdir / "targets"
 
     def configure(self, gateway: str, scrape_key_file: Path, kinds: list[str]) -> Path:
-        """Write the configuration: the gateway at `gateway` (host:port) and every worker kind in `kinds`."""
+        """Write the configuration: the gateway at `gateway` (host:port) and every worker kind in `kinds`, whose
+        processes `set_targets` lists."""
         self.targets_dir.mkdir(parents=True, exist_ok=True)
         interval = f"{self.interval_s:g}s"
         jobs: list[dict[str, object]] = [
@@ -68,9 +69,7 @@ class LocalPrometheus:
             }
         ]
         for kind in kinds:
-            targets = self.targets_dir / f"{kind}.json"
-            if not targets.exists():
-                self.set_targets(kind, [])
+            targets = self.targets_dir / f"{kind}.json"  # written by set_targets
             jobs.append({"job_name": job_name(kind), "file_sd_configs": [{"files": [str(targets)]}]})
         config = {
             "global": {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": interval},
