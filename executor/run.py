@@ -24,6 +24,7 @@ from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, Toolchain, get_language, toolchain
 from services.fuzzing.score import TimeoutRule
 from services.kernel.contracts import Checker, ExecutionResult, Language, Limits, Mode, TestCase, TestResult, Verdict
+from services.kernel.fair import FairSlots
 from services.sandbox.jail import (
     INSIDE_ID,
     JAIL_PROGRAM_DIR,
@@ -95,7 +96,7 @@ class Executor:
             per_kind=slots,
         )
         # Bounds the sandboxes running at once, across every concurrent execute() of this Executor.
-        self._slots = asyncio.Semaphore(slots)
+        self._slots = FairSlots(slots)  # waiting tenants served in turn (services/kernel/fair.py)
         # Our own threads: a run blocks its thread for up to the wall limit, which must not starve the
         # loop's default executor (asyncio's getaddrinfo, other libraries).
         self._pool = ThreadPoolExecutor(max_workers=slots + 2, thread_name_prefix="tribunal-sandbox")

@@ -292,7 +292,7 @@ async def _execute_attempt(ctx: dict[str, Any], pipeline: Pipeline, attempt_id: 
             },
         )
     )
-    await attempts.after_stage(attempt_id, moved, following)
+    await attempts.after_stage(attempt_id, moved, following, tenant=claimed.tenant)
     _record_telemetry(claimed.language, outcome, "attempt")
 
 

@@ -291,7 +291,7 @@ async def judge_attempt(ctx: dict[str, Any], subject: str) -> None:
             await jobs.count_unit_once(session, job_id, attempt_id)
             return
         moved, following = await attempts.finish_stage(session, attempt_id, Stage.JUDGE)
-    await attempts.after_stage(attempt_id, moved, following)
+    await attempts.after_stage(attempt_id, moved, following, tenant=attempt.tenant)
 
 
 async def _startup(ctx: dict[str, Any]) -> None:

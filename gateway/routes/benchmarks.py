@@ -241,8 +241,8 @@ async def synthesize(body: SynthesizeIn, principal: SubmitKey, session: SessionD
     job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SYNTHESIZE, total=total, params=params)
     await session.commit()
     try:
-        for task, subject in synthesis_work(job, set()):
-            await queue.enqueue(task, subject)
+        for task, subject, tenant in synthesis_work(job, set()):
+            await queue.enqueue(task, subject, tenant=tenant)
     except Exception:  # noqa: BLE001 - the reconciler enqueues what the database holds
         pass
     return {

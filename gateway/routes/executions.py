@@ -32,7 +32,7 @@ async def execute(body: ExecutionIn, principal: SubmitKey, session: SessionDep) 
     await session.commit()
     job_id = job.job_id
     try:
-        await queue.enqueue(Task.EXECUTE_DIRECT, job_id)
+        await queue.enqueue(Task.EXECUTE_DIRECT, job_id, tenant=principal.tenant)
     except Exception:  # noqa: BLE001 - the reconciler enqueues it from the database later
         return JSONResponse({"job_id": job_id, "status": JobStatus.QUEUED}, status_code=202)
     if body.wait and await queue.wait_for(Task.EXECUTE_DIRECT, job_id, get_settings().wait_timeout_s):

@@ -65,7 +65,7 @@ async def rejudge(body: JudgmentsIn, principal: SubmitKey, session: SessionDep) 
     await session.commit()
     try:
         for attempt_id in body.attempt_ids:
-            await queue.enqueue(Task.JUDGE_ATTEMPT, f"{attempt_id}@{job.job_id}")
+            await queue.enqueue(Task.JUDGE_ATTEMPT, f"{attempt_id}@{job.job_id}", tenant=principal.tenant)
     except Exception:  # noqa: BLE001 - the reconciler enqueues what the database holds
         pass
     return {"job_id": job.job_id, "status": JobStatus.QUEUED, "judges": judges, "conditions": conditions}

@@ -142,7 +142,7 @@ async def perturb(body: PerturbationsIn, principal: SubmitKey, session: SessionD
     await session.commit()
     try:
         for attempt_id in body.attempt_ids:
-            await queue.enqueue(Task.PERTURB_ATTEMPT, f"{attempt_id}@{job.job_id}")
+            await queue.enqueue(Task.PERTURB_ATTEMPT, f"{attempt_id}@{job.job_id}", tenant=principal.tenant)
     except Exception:  # noqa: BLE001 - the reconciler enqueues what the database holds
         pass
     return {"job_id": job.job_id, "status": job.status, "judges": judges, "confirm_job_id": confirm_job_id}

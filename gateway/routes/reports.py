@@ -61,7 +61,7 @@ async def create(body: ReportIn, principal: SubmitKey, session: SessionDep) -> d
     )
     await session.commit()
     try:
-        await queue.enqueue(Task.BUILD_REPORT, report_id)
+        await queue.enqueue(Task.BUILD_REPORT, report_id, tenant=principal.tenant)
     except Exception:  # noqa: BLE001 - the reconciler enqueues it from the database
         pass
     return {"report_id": report_id, "job_id": job.job_id, "status": JobStatus.QUEUED}

@@ -208,10 +208,10 @@ def _check_pair(mode: Mode, entry_point: str | None, languages: tuple[str, str],
             raise field_error([*loc, "entry_point"], "a function-level pair needs the function's name (or a problem)")
 
 
-async def _enqueue_pairs(job_id: str, count: int) -> None:
+async def _enqueue_pairs(job_id: str, count: int, tenant: str) -> None:
     try:
         for ordinal in range(count):
-            await queue.enqueue(Task.SCORE_PAIR, pair_subject(job_id, ordinal))
+            await queue.enqueue(Task.SCORE_PAIR, pair_subject(job_id, ordinal), tenant=tenant)
     except Exception:  # noqa: BLE001 - the reconciler enqueues what the database holds
         pass
 
@@ -249,7 +249,7 @@ async def score_pair(body: PairIn, principal: SubmitKey, session: SessionDep) ->
         )
     )
     await session.commit()
-    await _enqueue_pairs(job.job_id, 1)
+    await _enqueue_pairs(job.job_id, 1, principal.tenant)
     return {"job_id": job.job_id, "status": job.status}
 
 
@@ -339,7 +339,7 @@ async def score_dataset(request: Request, principal: SubmitKey, session: Session
     job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SIMILARITY, total=len(rows), params=params)
     session.add_all(SimilarityPair(job_id=job.job_id, **row) for row in rows)
     await session.commit()
-    await _enqueue_pairs(job.job_id, len(rows))
+    await _enqueue_pairs(job.job_id, len(rows), principal.tenant)
     return {"job_id": job.job_id, "status": job.status, "pairs": len(rows)}
 
 

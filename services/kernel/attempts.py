@@ -358,16 +358,17 @@ async def accepted_seeds(session: AsyncSession, tenant: str, attempt_ids: Sequen
 # ---- moving through the pipeline --------------------------------------------------------------------------
 
 
-async def enqueue_stage(attempt_id: str, stage: str, *, wake: bool = True) -> bool:
-    """Put the task that runs `stage` of an attempt on its queue (after the commit that moved it there)."""
-    return await queue.enqueue(STAGE_TASK[Stage(stage)], attempt_id, wake=wake)
+async def enqueue_stage(attempt_id: str, stage: str, *, tenant: str, wake: bool = True) -> bool:
+    """Put the task that runs `stage` of an attempt on its queue (after the commit that moved it there), as the
+    work of the attempt's tenant."""
+    return await queue.enqueue(STAGE_TASK[Stage(stage)], attempt_id, tenant=tenant, wake=wake)
 
 
-async def after_stage(attempt_id: str, moved: bool, following: Stage | None) -> None:
-    """After the commit that ended a stage of an attempt (`finish_stage`, `finish_many`): enqueue its next stage,
-    or, if this write ended the attempt, announce that (to readers waiting on it)."""
+async def after_stage(attempt_id: str, moved: bool, following: Stage | None, *, tenant: str) -> None:
+    """After the commit that ended a stage of an attempt (`finish_stage`, `finish_many`): enqueue its next stage
+    (the attempt's `tenant`'s work), or, if this write ended the attempt, announce that (to readers waiting on it)."""
     if following is not None:
-        await enqueue_stage(attempt_id, following)
+        await enqueue_stage(attempt_id, following, tenant=tenant)
     elif moved:
         await queue.announce_ended([attempt_id])
 
@@ -384,7 +385,10 @@ async def enqueue_first_stages(attempts: Sequence[Attempt]) -> None:
         for index, attempt in enumerate(attempts):
             if attempt.stage is not None:
                 wake = index % _WAKE_EVERY == 0
-                if await enqueue_stage(attempt.attempt_id, attempt.stage, wake=wake) and not wake:
+                if (
+                    await enqueue_stage(attempt.attempt_id, attempt.stage, tenant=attempt.tenant, wake=wake)
+                    and not wake
+                ):
                     unannounced.add(QUEUE_OF[STAGE_TASK[Stage(attempt.stage)]])
         for queue_name in sorted(unannounced):
             await queue.notify(queue_name)

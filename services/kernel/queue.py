@@ -3,7 +3,10 @@ queue serves a task is the service registry's to say (services/kernel/registry.p
 
 Enqueueing also publishes on the queue's wake channel (`wake_channel`), so that its idle workers start the task at
 once instead of at their next poll (services/kernel/worker.py); polling stays, for whatever no publish announces
-(arq's own retries, a message lost while a worker reconnects)."""
+(arq's own retries, a message lost while a worker reconnects).
+
+Every task is enqueued as some tenant's work, and workers claim jobs tenant by tenant rather than oldest first
+(services/kernel/fair.py); arq's queue and its scores (the time each job may run from) stay as arq keeps them."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from arq.jobs import Job, JobStatus
 from arq.worker import Retry
 from redis.exceptions import RedisError
 
-from services.kernel import telemetry
+from services.kernel import fair, telemetry
 from services.kernel.registry import ALL_QUEUES, QUEUE_OF, SERVICES, Task
 from services.kernel.settings import get_settings
 
@@ -87,16 +90,25 @@ async def notify(queue_name: str, *, pool: ArqRedis | None = None) -> None:
         log.debug("could not wake the workers of %s: %s", queue_name, exc)
 
 
-async def enqueue(task: Task, subject: str, *, pool: ArqRedis | None = None, wake: bool = True) -> bool:
-    """Put `task(subject)` on its queue; False if the same task for the same subject is already there. Unless
-    `wake` is False (the caller calls `notify` itself, e.g. once for many), the queue's workers are woken."""
+async def enqueue(task: Task, subject: str, *, tenant: str, pool: ArqRedis | None = None, wake: bool = True) -> bool:
+    """Put `task(subject)` on its queue, as work of `tenant` (its workers serve tenants in turn:
+    services/kernel/fair.py); False if the same task for the same subject is already there. Unless `wake` is False
+    (the caller calls `notify` itself, e.g. once for many), the queue's workers are woken."""
     redis = pool or await get_pool()
-    job = await redis.enqueue_job(task.value, subject, _job_id=task_key(task, subject), _queue_name=QUEUE_OF[task])
-    if job is not None:
+    added = await fair.enqueue_job(
+        redis, QUEUE_OF[task], task.value, (subject,), job_id=task_key(task, subject), tenant=tenant
+    )
+    if added:
         telemetry.queue_enqueued.labels(task.value).inc()
         if wake:
             await notify(QUEUE_OF[task], pool=redis)
-    return job is not None
+    return added
+
+
+async def adopt(task: Task, subject: str, *, tenant: str, pool: ArqRedis | None = None) -> bool:
+    """List a queued task that no tenant's list holds (enqueued without one) as `tenant`'s (fair.adopt)."""
+    redis = pool or await get_pool()
+    return await fair.adopt(redis, QUEUE_OF[task], task_key(task, subject), tenant)
 
 
 async def task_status(task: Task, subject: str, *, pool: ArqRedis | None = None) -> JobStatus:

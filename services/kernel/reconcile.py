@@ -25,7 +25,7 @@ _BATCH = 2000
 
 
 async def pending_work(grace_s: float) -> PendingWork:
-    """Every (task, subject) the database holds as pending and older than `grace_s`."""
+    """Every (task, subject, tenant) the database holds as pending and older than `grace_s`."""
     cutoff = utcnow() - timedelta(seconds=grace_s)
     async with session_scope() as session:
         work = await pending_attempts(session, cutoff, _BATCH)
@@ -36,13 +36,18 @@ async def pending_work(grace_s: float) -> PendingWork:
 
 
 async def reconcile_once(pool: ArqRedis, grace_s: float) -> int:
-    """Enqueue every pending task older than `grace_s` that Redis no longer holds."""
+    """Enqueue every pending task older than `grace_s` that Redis no longer holds, as its tenant's work; a queued
+    task that no tenant's list holds (enqueued without one, e.g. by an older gateway during a rolling update) is
+    listed as its tenant's (services/kernel/fair.py)."""
     restored = 0
-    for task, subject in await pending_work(grace_s):
-        if await queue.task_status(task, subject, pool=pool) == JobStatus.not_found:
-            if await queue.enqueue(task, subject, pool=pool):
+    for task, subject, tenant in await pending_work(grace_s):
+        status = await queue.task_status(task, subject, pool=pool)
+        if status == JobStatus.not_found:
+            if await queue.enqueue(task, subject, tenant=tenant, pool=pool):
                 telemetry.reconciled.labels(task.value).inc()
                 restored += 1
+        elif status in (JobStatus.queued, JobStatus.deferred):
+            await queue.adopt(task, subject, tenant=tenant, pool=pool)
     if restored:
         log.warning("reconciler re-enqueued %d task(s) that Redis no longer held", restored)
     return restored

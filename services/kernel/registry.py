@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -43,8 +44,17 @@ class Task(StrEnum):
 # What workers publish at start for the gateway to serve: the executor its toolchains (GET /v1/languages).
 LANGUAGES_KEY = "tribunal:languages"
 
-# (task, subject) pairs the database holds as pending; the reconciler re-enqueues those Redis lost.
-PendingWork = list[tuple[Task, str]]
+
+class Work(NamedTuple):
+    """One task about one subject, and the tenant whose work it is (queues serve tenants in turn)."""
+
+    task: Task
+    subject: str
+    tenant: str
+
+
+# Work the database holds as pending; the reconciler re-enqueues what Redis lost, as the same tenant's.
+PendingWork = list[Work]
 PendingQuery = Callable[[AsyncSession, datetime, int], Awaitable[PendingWork]]
 
 
@@ -77,13 +87,13 @@ async def _live_jobs(session: AsyncSession, kind: JobKind, cutoff: datetime, lim
 
 
 async def _pending_direct_executions(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:
-    ids = await session.scalars(
-        select(Job.job_id)
+    rows = await session.execute(
+        select(Job.job_id, Job.tenant)
         .where(Job.kind == JobKind.EXECUTE_DIRECT, Job.status.in_(LIVE_JOB_STATUSES), Job.created_at < cutoff)
         .order_by(Job.created_at)
         .limit(limit)
     )
-    return [(Task.EXECUTE_DIRECT, job_id) for job_id in ids]
+    return [Work(Task.EXECUTE_DIRECT, job_id, tenant) for job_id, tenant in rows.all()]
 
 
 async def _pending_rejudging(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:
@@ -92,7 +102,7 @@ async def _pending_rejudging(session: AsyncSession, cutoff: datetime, limit: int
     for job in await _live_jobs(session, JobKind.JUDGE, cutoff, limit):
         counted = await job_units(session, job.job_id)
         work += [
-            (Task.JUDGE_ATTEMPT, f"{a}@{job.job_id}")
+            Work(Task.JUDGE_ATTEMPT, f"{a}@{job.job_id}", job.tenant)
             for a in (job.params or {}).get("attempt_ids", [])
             if a not in counted
         ]
@@ -100,14 +110,14 @@ async def _pending_rejudging(session: AsyncSession, cutoff: datetime, limit: int
 
 
 async def _pending_reports(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:
-    ids = await session.scalars(
-        select(Report.report_id)
+    rows = await session.execute(
+        select(Report.report_id, Report.tenant)
         .join(Job, Job.job_id == Report.job_id)
         .where(Job.status.in_(LIVE_JOB_STATUSES), Job.created_at < cutoff)
         .order_by(Job.created_at)
         .limit(limit)
     )
-    return [(Task.BUILD_REPORT, report_id) for report_id in ids]
+    return [Work(Task.BUILD_REPORT, report_id, tenant) for report_id, tenant in rows.all()]
 
 
 async def _pending_perturbations(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:
@@ -119,9 +129,9 @@ async def _pending_perturbations(session: AsyncSession, cutoff: datetime, limit:
         params = job.params or {}
         for attempt_id in params.get("attempt_ids", []):
             if f"perturb:{attempt_id}" not in counted:
-                work.append((Task.PERTURB_ATTEMPT, f"{attempt_id}@{job.job_id}"))
+                work.append(Work(Task.PERTURB_ATTEMPT, f"{attempt_id}@{job.job_id}", job.tenant))
             if params.get("judges") and attempt_id not in counted:
-                work.append((Task.JUDGE_ATTEMPT, f"{attempt_id}@{job.job_id}"))
+                work.append(Work(Task.JUDGE_ATTEMPT, f"{attempt_id}@{job.job_id}", job.tenant))
     return work[:limit]
 
 
@@ -219,16 +229,16 @@ def synthesis_work(job: Job, rows: set[str]) -> PendingWork:
             continue
         following = next_draw(draws.get(slot, {}))
         if following is not None:
-            work.append((Task.SYNTHESIZE_PROGRAM, f"{slot}:{following}@{job.job_id}"))
+            work.append(Work(Task.SYNTHESIZE_PROGRAM, f"{slot}:{following}@{job.job_id}", job.tenant))
     if every_slot_counted and SYNTHESIS_FINAL not in rows:
-        work.append((Task.FINISH_SYNTHESIS, job.job_id))
+        work.append(Work(Task.FINISH_SYNTHESIS, job.job_id, job.tenant))
     if SYNTHESIS_FINAL in rows:
         for attempt_id in (job.result or {}).get("reports", []):
             if report_unit(attempt_id) not in rows:
-                work.append((Task.PREPARE_CALIBRATION, f"{attempt_id}@{job.job_id}"))
+                work.append(Work(Task.PREPARE_CALIBRATION, f"{attempt_id}@{job.job_id}", job.tenant))
     if params.get("judges"):
         work += [
-            (Task.JUDGE_ATTEMPT, f"{attempt_id}@{job.job_id}")
+            Work(Task.JUDGE_ATTEMPT, f"{attempt_id}@{job.job_id}", job.tenant)
             for attempt_id in params.get("seed_ids", [])
             if attempt_id not in rows
         ]
@@ -271,7 +281,11 @@ async def _pending_similarity(session: AsyncSession, cutoff: datetime, limit: in
         ordinals = await session.scalars(
             select(SimilarityPair.ordinal).where(SimilarityPair.job_id == job.job_id).order_by(SimilarityPair.ordinal)
         )
-        work += [(Task.SCORE_PAIR, pair_subject(job.job_id, o)) for o in ordinals if pair_unit(o) not in counted]
+        work += [
+            Work(Task.SCORE_PAIR, pair_subject(job.job_id, o), job.tenant)
+            for o in ordinals
+            if pair_unit(o) not in counted
+        ]
         if len(work) >= limit:
             break
     return work[:limit]
@@ -363,7 +377,7 @@ async def pending_attempts(session: AsyncSession, cutoff: datetime, limit: int) 
     Attempts of a cancelled job are not pending."""
     rows = (
         await session.execute(
-            select(Attempt.attempt_id, Attempt.stage)
+            select(Attempt.attempt_id, Attempt.stage, Attempt.tenant)
             .outerjoin(Job, Job.job_id == Attempt.job_id)
             .where(
                 Attempt.status.in_(LIVE_ATTEMPT_STATUSES),
@@ -375,4 +389,6 @@ async def pending_attempts(session: AsyncSession, cutoff: datetime, limit: int) 
             .limit(limit)
         )
     ).all()
-    return [(STAGE_TASK[Stage(stage)], attempt_id) for attempt_id, stage in rows if stage in STAGE_TASK]
+    return [
+        Work(STAGE_TASK[Stage(stage)], attempt_id, tenant) for attempt_id, stage, tenant in rows if stage in STAGE_TASK
+    ]

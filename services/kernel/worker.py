@@ -15,7 +15,7 @@ from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 from arq.worker import Worker
 
-from services.kernel import queue, telemetry, terminal
+from services.kernel import cancel, fair, queue, telemetry, terminal
 from services.kernel.db import dispose_engine, init_engine
 from services.kernel.reconcile import reconcile_forever
 from services.kernel.registry import SERVICES
@@ -29,10 +29,10 @@ log = logging.getLogger("tribunal.worker")
 
 
 class WakeableWorker(Worker):
-    """arq's worker, which looks at its queue as soon as it is woken (`wake`: a publish on the queue's wake
-    channel, queue.enqueue; or one of its jobs ending while it was full, when arq would skip looking until its
-    next poll) and otherwise every `poll_delay_s`, as arq does. arq's own loop runs without a delay of its own:
-    the waiting happens at the end of each poll iteration."""
+    """arq's worker, which claims its jobs tenant by tenant (services/kernel/fair.py) and looks at its queue as
+    soon as it is woken (`wake`: a publish on the queue's wake channel, queue.enqueue; or one of its jobs ending
+    while it was full, when arq would skip looking until its next poll) and otherwise every `poll_delay_s`, as arq
+    does. arq's own loop runs without a delay of its own: the waiting happens at the end of each poll iteration."""
 
     def __init__(self, *args: Any, kind: str, poll_delay: float, heartbeat_s: float, **kwargs: Any) -> None:
         super().__init__(*args, poll_delay=0, **kwargs)
@@ -72,11 +72,67 @@ class WakeableWorker(Worker):
             await queue.say_gone(self.kind, self.process_name, pool=self.pool)
 
     async def _poll_iteration(self) -> None:
+        """arq's poll iteration, except how jobs are picked: not the oldest due ids of the queue, started in that
+        order as slots free up, but exactly as many as there are free slots, claimed tenant by tenant
+        (services/kernel/fair.py), so a job another tenant queues behind a backlog is among the next claimed."""
         # Cleared before looking, so that a wake arriving while this iteration runs makes the next one start at once.
         self.wake.clear()
-        await super()._poll_iteration()
+        if self.allow_pick_jobs:
+            await self._claim_and_start()
+        if self.allow_abort_jobs:
+            await self._cancel_aborted_jobs()
+        for job_id, running in list(self.tasks.items()):
+            if running.done():
+                del self.tasks[job_id]
+                running.result()  # arq's way: an error in run_job itself propagates
+        await self.heart_beat()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wake.wait(), self.idle_poll_s)
+
+    async def _claim_and_start(self) -> None:
+        free = self.max_jobs - self.job_counter
+        if self.burst and self.max_burst_jobs >= 0:
+            free = min(free, self.max_burst_jobs - self._jobs_started())
+        if free < 1:
+            return
+        claimed = await fair.claim(
+            self.pool, self.queue_name, free, in_progress_ms=int(self.in_progress_timeout_s * 1000)
+        )
+        for index, job in enumerate(claimed):
+            if self.sem.locked() or self.job_counter >= self.max_jobs:  # not expected: `free` was counted above
+                for unstarted in claimed[index:]:
+                    await self._unclaim(unstarted.job_id)
+                return
+            await self.sem.acquire()
+            self.job_counter += 1
+            started = self.loop.create_task(self._run_claimed(job))
+            started.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            self.tasks[job.job_id] = started
+
+    async def _run_claimed(self, job: fair.Claimed) -> None:
+        # Every coroutine the job starts (its task, gathered tests) sees its tenant: fair.FairSlots reads it.
+        fair.JOB_TENANT.set(job.tenant)
+        await self.run_job(job.job_id, job.score)
+
+    async def _unclaim(self, job_id: str) -> None:
+        await self.pool.delete(in_progress_key_prefix + job_id)
+        await fair.release(self.pool, self.queue_name, job_id)
+
+    async def finish_job(self, job_id: str, *args: Any, **kwargs: Any) -> None:
+        await super().finish_job(job_id, *args, **kwargs)
+        await self._released(job_id)
+
+    async def finish_failed_job(self, job_id: str, result_data: bytes | None) -> None:
+        await super().finish_failed_job(job_id, result_data)
+        await self._released(job_id)
+
+    async def _released(self, job_id: str) -> None:
+        """The job ended (or waits for its retry): off the running list, and off its tenant's list if it ended for
+        good. Best effort: a claim cleans up whatever this misses."""
+        try:
+            await fair.release(self.pool, self.queue_name, job_id)
+        except Exception as exc:  # noqa: BLE001 - the next claim cleans up
+            log.warning("could not release job %s (%s)", job_id, exc)
 
     def _release_sem_dec_counter_on_complete(self) -> None:
         was_full = self.job_counter >= self.max_jobs
@@ -127,6 +183,7 @@ def build_worker(
     async def startup(ctx: dict[str, Any]) -> None:
         init_engine(role=role)
         telemetry.serve_telemetry(settings.worker_telemetry_port, settings.worker_telemetry_host)
+        await cancel.start(ctx)  # stops this process's units of a job when it is cancelled
         if on_startup is not None:
             await on_startup(ctx)
         ctx["reconciler"] = asyncio.create_task(
@@ -144,6 +201,7 @@ def build_worker(
             if background is not None:
                 background.cancel()
         await built.say_stopped()
+        await cancel.stop(ctx)
         if on_shutdown is not None:
             await on_shutdown(ctx)
         await dispose_engine()

@@ -11,7 +11,6 @@ validly is not sent again.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from prometheus_client import Counter, Histogram
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 from tenacity.stop import stop_base
 
+from services.kernel.fair import FairSlots
 from services.llm.cache import CachedReply, JSONScalar, ResponseCache, cache_key
 from services.llm.provider import Message, OpenAICompatProvider, ProviderError, Reply, request_hash, request_params
 from services.llm.schema import ReplySchema
@@ -141,7 +141,8 @@ class Runner:
         self.provider = OpenAICompatProvider(endpoint)
         self.cache = cache
         self.metrics = metrics
-        self.semaphore = asyncio.Semaphore(endpoint.concurrency)
+        # Requests of the jobs a worker runs at once: waiting tenants are served in turn (services/kernel/fair.py).
+        self.semaphore = FairSlots(endpoint.concurrency)
         # Pace evenly: requests_per_minute spread over the minute, not released as one burst.
         self.limiter = AsyncLimiter(max(endpoint.requests_per_minute / 60.0, 1e-6) * 1.0, 1.0)
         self.backoff_multiplier = backoff_multiplier if backoff_multiplier is not None else endpoint.backoff_s

@@ -198,11 +198,11 @@ async def perturb_attempt(ctx: dict[str, Any], subject: str) -> None:
         telemetry.mutants_created.labels(language, row.arm or "none").inc()
     for ordinal in confirmations:
         assert params.confirm_job_id is not None
-        await queue.enqueue(Task.SCORE_PAIR, pair_subject(params.confirm_job_id, ordinal))
+        await queue.enqueue(Task.SCORE_PAIR, pair_subject(params.confirm_job_id, ordinal), tenant=parent.tenant)
     if params.judges:
         # The seed is judged under the job's conditions too: the perturbation report compares each mutant's
         # score with its seed's (paper 001 VI-B). The judge worker counts this unit once.
-        await queue.enqueue(Task.JUDGE_ATTEMPT, f"{seed_id}@{job_id}")
+        await queue.enqueue(Task.JUDGE_ATTEMPT, f"{seed_id}@{job_id}", tenant=parent.tenant)
 
 
 async def _add_confirmations(
@@ -273,7 +273,7 @@ async def verify_mutant(ctx: dict[str, Any], attempt_id: str) -> None:
         if moved and isinstance(record, dict) and record.get("draw") is not None and mutant.job_id is not None:
             advance = mutant.job_id
             await _settle_draw(session, advance, str(record["slot"]), int(record["draw"]), kept=not last)
-    await attempts.after_stage(attempt_id, moved, following)
+    await attempts.after_stage(attempt_id, moved, following, tenant=mutant.tenant)
     if moved:
         telemetry.mutants_verified.labels(arm, _verification_outcome(findings)).inc()
     if advance is not None:
@@ -351,8 +351,8 @@ async def _advance(job_id: str) -> None:
             return
         work = synthesis_work(job, await job_units(session, job_id))
     try:
-        for task, subject in work:
-            await queue.enqueue(task, subject)
+        for task, subject, tenant in work:
+            await queue.enqueue(task, subject, tenant=tenant)
     except Exception:  # noqa: BLE001 - the database holds the work; the reconciler retries
         log.warning("could not enqueue the next steps of synthesis job %s; the reconciler will", job_id)
 

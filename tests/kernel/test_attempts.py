@@ -210,7 +210,7 @@ async def test_pending_attempts_are_read_by_stage_from_the_registry(session: Asy
 
     pending = await registry.pending_attempts(session, utcnow() + timedelta(seconds=1), 100)
     assert sorted(pending) == sorted(
-        [(Task.EXECUTE_ATTEMPT, waiting.attempt_id), (Task.JUDGE_ATTEMPT, executed.attempt_id)]
+        [(Task.EXECUTE_ATTEMPT, waiting.attempt_id, "t"), (Task.JUDGE_ATTEMPT, executed.attempt_id, "t")]
     )
     # Newer than the cutoff: not pending yet (the queue may still be about to deliver it).
     assert await registry.pending_attempts(session, utcnow() - timedelta(hours=1), 100) == []

@@ -116,7 +116,7 @@ async def _pending(job_id: str) -> list[tuple[Task, str]]:
         pending = registry.SERVICES["perturb"].pending
         assert pending is not None
         work = await pending(session, utcnow() + timedelta(seconds=1), 100)
-    return [(task, subject) for task, subject in work if subject.endswith(job_id)]
+    return [(task, subject) for task, subject, tenant in work if subject.endswith(job_id) and tenant == "t"]
 
 
 async def _execute(attempt_id: str, verdict: str) -> None:
@@ -139,7 +139,7 @@ async def test_every_step_runs_once_and_the_pending_query_names_the_next(
     job_id, seed_id = await _setup()
     t4, t2 = f"r0:t4:0:0@{job_id}", f"r0:t2:0:0@{job_id}"
     job, units, _ = await _state(job_id)
-    assert synthesis_work(job, units) == [(Task.SYNTHESIZE_PROGRAM, t4), (Task.SYNTHESIZE_PROGRAM, t2)]
+    assert synthesis_work(job, units) == [(Task.SYNTHESIZE_PROGRAM, t4, "t"), (Task.SYNTHESIZE_PROGRAM, t2, "t")]
     assert await _pending(job_id) == [(Task.SYNTHESIZE_PROGRAM, t4), (Task.SYNTHESIZE_PROGRAM, t2)]
 
     # A draw makes one candidate attempt, however often its task runs.
