@@ -5,6 +5,12 @@ derived from the reference's type hints and the problem's tests), generate R x N
 in nsjail (Executor.differential: Algorithm 1 of paper 002), and compute SurfaceSim and the reference-based
 metrics. The pair's result is written and its unit counted in one transaction, so a retried or duplicated task
 never counts a pair twice; the job succeeds when its last pair is counted.
+
+A pair's cost is bounded across all its tries (`pair_budget_s`: its repetitions' budgets plus what building,
+loading and measuring may take, at most one try's task limit): the time each try takes is kept in Redis, a try gets
+what is left, and a pair that runs out is failed, not tried again. A cancel of its job stops a running pair (its
+jails killed: services/kernel/cancel.py), and a queued pair of a job this process heard was cancelled is skipped
+without reading the database.
 """
 
 from __future__ import annotations
@@ -13,11 +19,15 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from arq.worker import Retry
+from redis.exceptions import RedisError
 from sqlalchemy import update
 
+from executor.builds import COMPILE_WALL_S
+from executor.differential import LOAD_TIMEOUT_S
 from executor.run import Executor
 from services.codesim import reference_metrics, surface_similarity
 from services.fuzzing import (
@@ -26,10 +36,12 @@ from services.fuzzing import (
     SpecError,
     derive_spec,
     generate_repetitions,
+    mix_tests,
     parse_spec,
+    test_inputs,
 )
-from services.kernel import jobs, queue, telemetry, worker
-from services.kernel.contracts import LIVE_JOB_STATUSES, Checker, JobStatus, Limits, Mode, TestCase
+from services.kernel import cancel, jobs, queue, telemetry, worker
+from services.kernel.contracts import LIVE_JOB_STATUSES, Checker, JobStatus, Limits, Mode, PairStatus, TestCase
 from services.kernel.db import session_scope
 from services.kernel.models import Job, Problem, SimilarityPair, utcnow
 from services.kernel.registry import Task, pair_unit
@@ -51,6 +63,51 @@ def _deadline_s() -> float:
     """How long one try may take: the queue's task limit (TRIBUNAL_JOB_TIMEOUT_S) less a margin to record the end."""
     limit = float(get_settings().job_timeout_s)
     return max(1.0, limit - min(10.0, limit * 0.2))
+
+
+# What a pair may take beyond its repetitions' budgets (R x (T + 1 s), the jails' own wall limit): loading both
+# programs (the harness's deadline), two builds at the compiler's wall limit, and deriving the spec, generating the
+# inputs and computing the metrics.
+PAIR_OVERHEAD_S = LOAD_TIMEOUT_S + 2 * COMPILE_WALL_S + 15.0
+# Seconds a pair's tries have taken so far (`<prefix><subject>`), so that its budget holds across them.
+PAIR_SPENT_PREFIX = "tribunal:pair-spent:"
+PAIR_SPENT_TTL_S = 24 * 3600
+
+
+def pair_budget_s(params: dict[str, Any]) -> float:
+    """The most one pair may take, all its tries together: its repetitions' budgets (R x (T + 1 s)) plus
+    PAIR_OVERHEAD_S, and never more than one try's task limit (_deadline_s), so that no pair holds a similarity
+    worker for the queue's time limit times its tries."""
+    repeats = int(params.get("repeats", 5))
+    per_repetition = float(params.get("time_budget_s", 60.0)) + 1.0
+    return min(_deadline_s(), repeats * per_repetition + PAIR_OVERHEAD_S)
+
+
+async def _spent_s(ctx: dict[str, Any], subject: str) -> float:
+    """Seconds this pair's earlier tries took (0 if unknown: Redis lost it, or this is the first try)."""
+    redis = ctx.get("redis")
+    if redis is None:
+        return 0.0
+    try:
+        value = await redis.get(PAIR_SPENT_PREFIX + subject)
+    except (RedisError, OSError):
+        return 0.0
+    return float(value) if value else 0.0
+
+
+async def _charge(ctx: dict[str, Any], subject: str, seconds: float) -> None:
+    """Add a try's seconds to the pair's spent time (best effort: at worst a retry gets the whole budget again)."""
+    redis = ctx.get("redis")
+    if redis is None:
+        return
+    key = PAIR_SPENT_PREFIX + subject
+    try:
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.incrbyfloat(key, round(seconds, 3))
+            pipe.expire(key, PAIR_SPENT_TTL_S)
+            await pipe.execute()
+    except (RedisError, OSError) as exc:
+        log.warning("could not record the time pair %s took (%s)", subject, exc)
 
 
 def _parse_subject(subject: str) -> tuple[str, int]:
@@ -87,85 +144,152 @@ def _surface_and_metrics(pair: SimilarityPair, crystal_ignore: list[tuple[str, .
     return {"surface_similarity": surface.to_json(), "cems": cems.values, "metric_errors": cems.errors}
 
 
-async def _fail_pair(job_id: str, ordinal: int, message: str, single: bool) -> None:
+async def _end_pair(job_id: str, ordinal: int, status: PairStatus, message: str, single: bool) -> None:
+    """A pair not yet scored ends `failed` (counted; a single pair's job fails with it) or `cancelled` (its job's
+    cancel wrote that already, and counts nothing)."""
     async with session_scope() as session:
         moved = await session.execute(
             update(SimilarityPair)
             .where(
-                SimilarityPair.job_id == job_id, SimilarityPair.ordinal == ordinal, SimilarityPair.status == "queued"
+                SimilarityPair.job_id == job_id,
+                SimilarityPair.ordinal == ordinal,
+                SimilarityPair.status == PairStatus.QUEUED,
             )
-            .values(status="failed", error=message[:MESSAGE_CAP], finished_at=utcnow())
+            .values(status=status, error=message[:MESSAGE_CAP], finished_at=utcnow())
         )
-        if not moved.rowcount:  # type: ignore[attr-defined]
+        if not moved.rowcount or status == PairStatus.CANCELLED:  # type: ignore[attr-defined]
             return
         if single:
             await jobs.finish(session, job_id, JobStatus.FAILED, error=message[:MESSAGE_CAP])
         await jobs.count_unit_once(session, job_id, pair_unit(ordinal))
 
 
+async def _fail_pair(job_id: str, ordinal: int, message: str, single: bool) -> None:
+    await _end_pair(job_id, ordinal, PairStatus.FAILED, message, single)
+
+
+class _Unscorable(Exception):
+    """The pair's answer is that it cannot be scored as given (no input spec): no retry."""
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """What a try of a pair read from the database."""
+
+    pair: SimilarityPair
+    problem: Problem | None
+    tests: list[TestCase]
+    checker: Checker
+    limits: Limits
+    params: dict[str, Any]
+    tenant: str
+
+
+async def _score(ctx: dict[str, Any], loaded: _Loaded, deadline_s: float) -> dict[str, Any]:
+    """Fuzz the pair and measure it, within `deadline_s`: the pair's result (its `status` key says ok or not)."""
+    pair, params = loaded.pair, loaded.params
+    mode = Mode(pair.mode)
+    started = time.perf_counter()
+    async with asyncio.timeout(deadline_s):
+        try:
+            spec_used = await asyncio.to_thread(_input_spec, pair, loaded.problem, loaded.tests)
+        except SpecError as exc:
+            raise _Unscorable(f"no input spec: {exc}") from None
+        spec = parse_spec(spec_used["spec"])
+        n_inputs = params.get("n_inputs") or (
+            DEFAULT_INPUTS_FUNCTION if mode == Mode.FUNCTION else DEFAULT_INPUTS_PROGRAM
+        )
+        repeats, seed = int(params.get("repeats", 5)), int(params.get("seed", 0))
+        repetitions = await asyncio.to_thread(generate_repetitions, spec, n_inputs, repeats, seed)
+        # The problem's own tests join every repetition (services/fuzzing/mix.py): a program that told its tests'
+        # inputs from generated ones, and answered them differently, is compared on them too.
+        tests = test_inputs(mode, pair.entry_point, loaded.tests)
+        repetitions, positions = mix_tests(repetitions, tests, seed)
+        executor: Executor = ctx["executor"]
+        outcome = await executor.differential(
+            tenant=loaded.tenant,
+            reference_language=pair.reference_language,
+            reference_source=pair.reference_source,
+            candidate_language=pair.candidate_language,
+            candidate_source=pair.candidate_source,
+            mode=mode,
+            entry_point=pair.entry_point,
+            repetitions=repetitions,
+            time_budget_s=float(params.get("time_budget_s", 60.0)),
+            per_input_timeout_s=float(params.get("per_input_timeout_s", 2.0)),
+            float_tolerance=params.get("float_tolerance"),
+            timeout_rule=params.get("timeout_rule", "paper"),
+            checker=loaded.checker,
+            limits=loaded.limits,
+            test_positions=positions,
+        )
+        by_language = params.get("crystal_ignore") or {}
+        crystal_ignore = [tuple(ngram) for ngram in by_language.get(pair.candidate_language, [])]
+        surface = await asyncio.to_thread(_surface_and_metrics, pair, crystal_ignore)
+    fuzzing = outcome.to_json()
+    return {
+        "df_score": fuzzing.pop("df_score"),
+        **fuzzing,
+        **surface,
+        "n_inputs": n_inputs,
+        "test_inputs": len(tests),
+        "repeats": repeats,
+        "seed": seed,
+        "timeout_rule": params.get("timeout_rule", "paper"),
+        "input_spec": spec_used,
+        "duration_s": round(time.perf_counter() - started, 3),
+    }
+
+
 @queue.task(Task.SCORE_PAIR)
 async def score_pair(ctx: dict[str, Any], subject: str) -> None:
-    """Score one pair of a similarity job, once."""
+    """Score one pair of a similarity job, once, within its budget across every try (pair_budget_s). A cancel of
+    its job stops it (its jails killed) and leaves it `cancelled`."""
     job_id, ordinal = _parse_subject(subject)
+    watch = cancel.watch_of(ctx)
+    if watch.known_cancelled(job_id):
+        return  # a pair of a job cancelled while it was queued: skipped without a look at the database
     async with session_scope() as session:
         job = await session.get(Job, job_id)
         pair = await session.get(SimilarityPair, (job_id, ordinal))
-        if job is None or pair is None or job.status not in LIVE_JOB_STATUSES or pair.status != "queued":
+        if job is None or pair is None or job.status not in LIVE_JOB_STATUSES or pair.status != PairStatus.QUEUED:
             return
         await jobs.mark_running(session, job_id)
-        params = dict(job.params or {})
-        tenant = job.tenant
         problem = await session.get(Problem, pair.problem_pk) if pair.problem_pk is not None else None
-        tests = [TestCase.model_validate(t) for t in (problem.tests if problem else [])]
-        checker = Checker.model_validate(problem.checker) if problem else Checker()
-        limits = Limits.model_validate(problem.limits) if problem else Limits()
+        loaded = _Loaded(
+            pair=pair,
+            problem=problem,
+            tests=[TestCase.model_validate(t) for t in (problem.tests if problem else [])],
+            checker=Checker.model_validate(problem.checker) if problem else Checker(),
+            limits=Limits.model_validate(problem.limits) if problem else Limits(),
+            params=dict(job.params or {}),
+            tenant=job.tenant,
+        )
         session.expunge(pair)
+    params = loaded.params
     single = bool(params.get("single"))
-    mode = Mode(pair.mode)
+    budget = pair_budget_s(params)
+    remaining = budget - await _spent_s(ctx, subject)
+    if remaining <= 0:
+        await _fail_pair(job_id, ordinal, f"scoring the pair used its budget ({budget:g} s) on earlier tries", single)
+        return
     started = time.perf_counter()
     try:
-        # Within the queue's task limit, so that this try, not the queue, says how a pair that ran too long ends.
-        async with asyncio.timeout(_deadline_s()):
-            try:
-                spec_used = await asyncio.to_thread(_input_spec, pair, problem, tests)
-            except SpecError as exc:
-                await _fail_pair(job_id, ordinal, f"no input spec: {exc}", single)
-                return
-            spec = parse_spec(spec_used["spec"])
-            n_inputs = params.get("n_inputs") or (
-                DEFAULT_INPUTS_FUNCTION if mode == Mode.FUNCTION else DEFAULT_INPUTS_PROGRAM
-            )
-            repeats, seed = int(params.get("repeats", 5)), int(params.get("seed", 0))
-            repetitions = await asyncio.to_thread(generate_repetitions, spec, n_inputs, repeats, seed)
-            executor: Executor = ctx["executor"]
-            outcome = await executor.differential(
-                tenant=tenant,
-                reference_language=pair.reference_language,
-                reference_source=pair.reference_source,
-                candidate_language=pair.candidate_language,
-                candidate_source=pair.candidate_source,
-                mode=mode,
-                entry_point=pair.entry_point,
-                repetitions=repetitions,
-                time_budget_s=float(params.get("time_budget_s", 60.0)),
-                per_input_timeout_s=float(params.get("per_input_timeout_s", 2.0)),
-                float_tolerance=params.get("float_tolerance"),
-                timeout_rule=params.get("timeout_rule", "paper"),
-                checker=checker,
-                limits=limits,
-            )
-            by_language = params.get("crystal_ignore") or {}
-            crystal_ignore = [tuple(ngram) for ngram in by_language.get(pair.candidate_language, [])]
-            surface = await asyncio.to_thread(_surface_and_metrics, pair, crystal_ignore)
-    except ValueError as exc:
+        # Within the pair's budget, so that this try, not the queue, says how a pair that ran too long ends.
+        result = await watch.run(job_id, _score(ctx, loaded, min(_deadline_s(), remaining)))
+    except (_Unscorable, ValueError) as exc:
         # A request the executor cannot run as given (e.g. no such function): the pair's answer, not a retry.
         await _fail_pair(job_id, ordinal, str(exc), single)
         return
     except TimeoutError:
-        if not _is_last_try(ctx):
-            raise Retry(defer=RETRY_DELAY_S) from None
-        limit = get_settings().job_timeout_s
-        await _fail_pair(job_id, ordinal, f"scoring the pair ran past the task limit ({limit} s): lower R x T", single)
+        # Not tried again: the same inputs would take as long, and the budget holds across tries.
+        await _fail_pair(
+            job_id,
+            ordinal,
+            f"scoring the pair ran past its budget ({budget:g} s: R x (T + 1 s) plus {PAIR_OVERHEAD_S:g} s to build, "
+            f"load and measure, at most the task limit of {get_settings().job_timeout_s} s): lower R x T",
+            single,
+        )
         return
     except Exception as exc:
         if not _is_last_try(ctx):
@@ -174,41 +298,40 @@ async def score_pair(ctx: dict[str, Any], subject: str) -> None:
         log.exception("pair %s failed on its last try", subject)
         await _fail_pair(job_id, ordinal, f"internal error ({type(exc).__name__})", single)
         return
-    fuzzing = outcome.to_json()
-    result = {
-        "df_score": fuzzing.pop("df_score"),
-        **fuzzing,
-        **surface,
-        "n_inputs": n_inputs,
-        "repeats": repeats,
-        "seed": seed,
-        "timeout_rule": params.get("timeout_rule", "paper"),
-        "input_spec": spec_used,
-        "duration_s": round(time.perf_counter() - started, 3),
-    }
-    failed = outcome.status != "ok"
+    finally:
+        await _charge(ctx, subject, time.perf_counter() - started)
+    if isinstance(result, cancel.Stopped):
+        await _end_pair(job_id, ordinal, PairStatus.CANCELLED, "its job was cancelled", single)
+        telemetry.similarity_pairs.labels(PairStatus.CANCELLED).inc()
+        return
+    message = str(result.get("message") or "")
+    failed = result["status"] != "ok"
     async with session_scope() as session:
         moved = await session.execute(
             update(SimilarityPair)
             .where(
-                SimilarityPair.job_id == job_id, SimilarityPair.ordinal == ordinal, SimilarityPair.status == "queued"
+                SimilarityPair.job_id == job_id,
+                SimilarityPair.ordinal == ordinal,
+                SimilarityPair.status == PairStatus.QUEUED,
             )
             .values(
-                status="failed" if failed else "scored",
+                status=PairStatus.FAILED if failed else PairStatus.SCORED,
                 result=json.loads(json.dumps(result, allow_nan=False, default=str)),
-                error=(outcome.message or outcome.status)[:MESSAGE_CAP] if failed else None,
+                error=(message or result["status"])[:MESSAGE_CAP] if failed else None,
                 finished_at=utcnow(),
             )
         )
         if not moved.rowcount:  # type: ignore[attr-defined]
-            return  # a duplicate delivery got here first
+            return  # a duplicate delivery got here first, or the job was cancelled
         if single:
             if failed:
-                await jobs.finish(session, job_id, JobStatus.FAILED, error=(outcome.message or outcome.status))
+                await jobs.finish(session, job_id, JobStatus.FAILED, error=(message or result["status"]))
             else:
-                await session.execute(update(Job).where(Job.job_id == job_id).values(result=result))
+                await session.execute(
+                    update(Job).where(Job.job_id == job_id, Job.status.in_(LIVE_JOB_STATUSES)).values(result=result)
+                )
         await jobs.count_unit_once(session, job_id, pair_unit(ordinal))
-    telemetry.similarity_pairs.labels("failed" if failed else "scored").inc()
+    telemetry.similarity_pairs.labels(PairStatus.FAILED if failed else PairStatus.SCORED).inc()
 
 
 def _warm_up() -> None:

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from executor.run import Executor, InvalidRequest
-from services.kernel import attempts, jobs, queue, telemetry, worker
+from services.kernel import attempts, cancel, jobs, queue, telemetry, worker
 from services.kernel.batching import Coalescer
 from services.kernel.contracts import (
     LIVE_JOB_STATUSES,
@@ -94,6 +94,7 @@ class Claimed:
     language: str
     source_code: str
     problem: ProblemSpec
+    job_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,8 @@ async def claim_batch(attempt_ids: Sequence[str]) -> list[Claimed | None]:
         claimed = await attempts.claim_many(session, attempt_ids, Stage.EXECUTE)
         problems = await _problem_specs(session, {a.problem_pk for a in claimed if a is not None})
     return [
-        None if a is None else Claimed(a.tenant, a.language, a.source_code, problems[a.problem_pk]) for a in claimed
+        None if a is None else Claimed(a.tenant, a.language, a.source_code, problems[a.problem_pk], a.job_id)
+        for a in claimed
     ]
 
 
@@ -142,7 +144,9 @@ async def claim_one(attempt_id: str) -> Claimed | None:
         if attempt is None:
             return None
         problems = await _problem_specs(session, {attempt.problem_pk})
-        return Claimed(attempt.tenant, attempt.language, attempt.source_code, problems[attempt.problem_pk])
+        return Claimed(
+            attempt.tenant, attempt.language, attempt.source_code, problems[attempt.problem_pk], attempt.job_id
+        )
 
 
 _EXECUTION_KEYS = ["attempt_id", "run"]
@@ -238,6 +242,14 @@ async def execute_attempt(ctx: dict[str, Any], attempt_id: str) -> None:
         pipeline.in_flight.started -= 1
 
 
+async def _end_cancelled(attempt_id: str) -> None:
+    """An attempt whose execution its job's cancel stopped ends `cancelled` (the cancel itself normally wrote that
+    already), with no verdict and no execution stored: the run was cut short, not judged."""
+    async with session_scope() as session:
+        ended = await attempts.end_cancelled(session, [attempt_id])
+    await queue.announce_ended(ended)
+
+
 async def _execute_attempt(ctx: dict[str, Any], pipeline: Pipeline, attempt_id: str) -> None:
     claimed = await pipeline.claims.submit(attempt_id)
     if claimed is None:
@@ -245,31 +257,40 @@ async def _execute_attempt(ctx: dict[str, Any], pipeline: Pipeline, attempt_id: 
     problem = claimed.problem
     executor: Executor = ctx["executor"]
     started = time.perf_counter()
+
+    async def execute() -> ExecutionResult:
+        try:
+            return await executor.execute(
+                tenant=claimed.tenant,
+                language=claimed.language,
+                source_code=claimed.source_code,
+                tests=problem.tests,
+                mode=problem.mode,
+                entry_point=problem.entry_point,
+                checker=problem.checker,
+                limits=problem.limits,
+            )
+        except InvalidRequest as exc:
+            # Permanent: retrying cannot help (the gateway refuses such requests; this is what got past it).
+            log.error("attempt %s cannot be executed as given: %s", attempt_id, exc)
+            return ExecutionResult(
+                verdict=Verdict.IE, passed=0, total=len(problem.tests), compile_output=f"invalid request: {exc}"
+            )
+        except Exception as exc:
+            if not _is_last_try(ctx):
+                raise  # retried (services/kernel/queue.py `task`)
+            log.exception("attempt %s failed on its last try", attempt_id)
+            return _internal_error(exc, len(problem.tests))
+
     pipeline.in_flight.executing += 1
     try:
-        outcome = await executor.execute(
-            tenant=claimed.tenant,
-            language=claimed.language,
-            source_code=claimed.source_code,
-            tests=problem.tests,
-            mode=problem.mode,
-            entry_point=problem.entry_point,
-            checker=problem.checker,
-            limits=problem.limits,
-        )
-    except InvalidRequest as exc:
-        # Permanent: retrying cannot help (the gateway refuses such requests; this is what got past it).
-        log.error("attempt %s cannot be executed as given: %s", attempt_id, exc)
-        outcome = ExecutionResult(
-            verdict=Verdict.IE, passed=0, total=len(problem.tests), compile_output=f"invalid request: {exc}"
-        )
-    except Exception as exc:
-        if not _is_last_try(ctx):
-            raise  # retried (services/kernel/queue.py `task`)
-        log.exception("attempt %s failed on its last try", attempt_id)
-        outcome = _internal_error(exc, len(problem.tests))
+        # Stopped if its job is cancelled: the jails of its tests are killed, and nothing of the run is a verdict.
+        outcome = await cancel.watch_of(ctx).run(claimed.job_id, execute())
     finally:
         pipeline.in_flight.executing -= 1
+    if isinstance(outcome, cancel.Stopped):
+        await _end_cancelled(attempt_id)
+        return
     duration_ms = int((time.perf_counter() - started) * 1000)
     # The attempt moves first, and the execution is written only by the write that moved it, in the same
     # transaction: a duplicate delivery that lost the race cannot overwrite the tests behind the verdict.
@@ -322,17 +343,21 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
     else:
         tests = _tests(params["tests"])
     executor: Executor = ctx["executor"]
+    run = executor.execute(
+        tenant=tenant,
+        language=params["language"],
+        source_code=params["source_code"],
+        tests=tests,
+        mode=Mode(params.get("mode", Mode.STDIO)),
+        entry_point=params.get("entry_point"),
+        checker=Checker.model_validate(params.get("checker") or {}),
+        limits=Limits.model_validate(params.get("limits") or {}),
+    )
     try:
-        outcome = await executor.execute(
-            tenant=tenant,
-            language=params["language"],
-            source_code=params["source_code"],
-            tests=tests,
-            mode=Mode(params.get("mode", Mode.STDIO)),
-            entry_point=params.get("entry_point"),
-            checker=Checker.model_validate(params.get("checker") or {}),
-            limits=Limits.model_validate(params.get("limits") or {}),
-        )
+        # Stopped, its jails killed, if the job is cancelled: the cancel already ended the job, with no result.
+        outcome = await cancel.watch_of(ctx).run(job_id, run)
+        if isinstance(outcome, cancel.Stopped):
+            return
     except InvalidRequest as exc:
         async with session_scope() as session:
             await jobs.finish(session, job_id, JobStatus.FAILED, error=f"invalid request: {exc}")

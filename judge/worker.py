@@ -21,7 +21,7 @@ from judge.request import BudgetExceeded, JudgeInput, LogEntry, build_messages, 
 from judge.rubrics import RUBRICS
 from judge.runner import LLMRunner
 from judge.tooljail import ToolJail
-from services.kernel import attempts, jobs, queue, telemetry, worker
+from services.kernel import attempts, cancel, jobs, queue, telemetry, worker
 from services.kernel.contracts import LIVE_JOB_STATUSES, JudgmentOutput, JudgmentStatus, OfflineMethod, Stage, Verdict
 from services.kernel.db import session_scope, upsert
 from services.kernel.judges import JUDGES_KEY, LLMJudge, OfflineJudge, configured_judges, public_view
@@ -268,14 +268,20 @@ async def _spend(budget: JudgeTokenBudget, outcome: JudgmentOutput) -> None:
 
 @queue.task(Task.JUDGE_ATTEMPT)
 async def judge_attempt(ctx: dict[str, Any], subject: str) -> None:
-    """Judge one attempt: the judge stage of its pipeline, or its share of a re-judge job."""
+    """Judge one attempt: the judge stage of its pipeline, or its share of a re-judge job. A cancel of the job
+    stops it where it is (its provider calls and tool jails end; the units already written stay)."""
     attempt_id, job_id = parse_subject(subject)
     settings = get_settings()
+    watch = cancel.watch_of(ctx)
+    if job_id is not None and watch.known_cancelled(job_id):
+        return  # a re-judge job cancelled while this waited: skipped without a look at the database
+    unit_job = job_id
     async with session_scope() as session:
         if job_id is None:
             attempt = await attempts.claim(session, attempt_id, Stage.JUDGE)
             if attempt is None:
                 return  # past this stage, ended, or cancelled
+            unit_job = attempt.job_id
             conditions = list(attempt.conditions or settings.default_conditions)
             plan = Plan(list(attempt.judges or []), conditions, attempt.repeats)
         else:
@@ -285,7 +291,12 @@ async def judge_attempt(ctx: dict[str, Any], subject: str) -> None:
             await jobs.mark_running(session, job_id)
             params = job.params or {}
             plan = Plan(list(params["judges"]), list(params["conditions"]), int(params["repeats"]))
-    await judge_units(ctx, attempt_id, plan)
+    if isinstance(await watch.run(unit_job, judge_units(ctx, attempt_id, plan)), cancel.Stopped):
+        if job_id is None:
+            async with session_scope() as session:
+                ended = await attempts.end_cancelled(session, [attempt_id])
+            await queue.announce_ended(ended)
+        return
     async with session_scope() as session:
         if job_id is not None:
             await jobs.count_unit_once(session, job_id, attempt_id)

@@ -9,8 +9,8 @@ from fastapi import APIRouter
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.schemas import JobOut
 from gateway.submissions import not_found
-from services.kernel import attempts, jobs
-from services.kernel.contracts import LIVE_JOB_STATUSES, JobStatus
+from services.kernel import cancel as cancelling
+from services.kernel import jobs
 from services.kernel.models import Job
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -30,16 +30,15 @@ async def get(job_id: str, principal: ReadKey, session: SessionDep) -> dict[str,
 
 @router.delete("/{job_id}", response_model=JobOut)
 async def cancel(job_id: str, principal: SubmitKey, session: SessionDep) -> dict[str, Any]:
-    """Cancel a live job; work not yet started is dropped, work already done stays. A finished job is unchanged."""
+    """Cancel a live job: every attempt, pair and step of it that has not ended ends `cancelled` (running ones are
+    stopped, their jails killed, within seconds), its queued work is dropped, and its progress stays where it is;
+    what already ended stays as it ended. A finished job is unchanged (services/kernel/cancel.py)."""
     job = await _own_job(session, job_id, principal.tenant)
-    if job.status in LIVE_JOB_STATUSES:
-        # Attempts first, then the job: the same lock order as the workers, so the two never deadlock.
-        await attempts.cancel_queued(session, job_id)
-        await jobs.finish(session, job_id, JobStatus.CANCELLED, error="cancelled by the client")
-        # A perturbation job's confirmation (a similarity job waiting for its seeds) cannot end without it.
-        confirm_job_id = (job.params or {}).get("confirm_job_id")
-        if confirm_job_id:
-            await jobs.finish(session, confirm_job_id, JobStatus.CANCELLED, error="its perturbation job was cancelled")
-    await session.commit()
+    ended = await cancelling.cancel_job(session, job)
+    if ended is None:
+        await session.rollback()  # it ended first (its last unit landed): nothing of it changes
+    else:
+        await session.commit()
+        await cancelling.after_commit(ended)
     session.expire_all()
     return jobs.job_view(await _own_job(session, job_id, principal.tenant))

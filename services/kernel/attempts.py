@@ -1,9 +1,9 @@
 """The attempt lifecycle, in one place: create (single, batch, mutant), claim a stage, finish a stage, fail.
 
-An attempt is `queued`, then `running` while any stage of its pipeline is left, then `done` or `failed`. Its
-`pipeline` (which stages, in order) is data chosen at creation (`pipeline_for`): execute -> judge for a judged
-attempt, execute alone otherwise. `stage` says where it is; the registry says which service and task run a
-stage, so the gateway, the workers and the reconciler all move attempts through these functions and none of
+An attempt is `queued`, then `running` while any stage of its pipeline is left, then `done`, `failed` or
+`cancelled`. Its `pipeline` (which stages, in order) is data chosen at creation (`pipeline_for`): execute -> judge
+for a judged attempt, execute alone otherwise. `stage` says where it is; the registry says which service and task
+run a stage, so the gateway, the workers and the reconciler all move attempts through these functions and none of
 them knows what comes next.
 
 Like services/kernel/jobs.py, every transition is a conditional UPDATE on (status, stage): a retried or
@@ -402,12 +402,12 @@ async def _job_cancelled(session: AsyncSession, job_id: str | None) -> bool:
 
 
 async def _end_cancelled(session: AsyncSession, attempt_id: str, stage: str) -> None:
-    """A live attempt of a cancelled job ends `failed` where it stands, rather than wait for a stage nobody will
-    run (the reconciler leaves cancelled jobs alone). What it already did (its execution) is kept."""
+    """A live attempt of a cancelled job ends `cancelled` where it stands, rather than wait for a stage nobody
+    will run (the reconciler leaves cancelled jobs alone). What it already did (its execution) is kept."""
     await session.execute(
         update(Attempt)
         .where(Attempt.attempt_id == attempt_id, Attempt.status.in_(LIVE_ATTEMPT_STATUSES), Attempt.stage == stage)
-        .values(status=AttemptStatus.FAILED, stage=None, finished_at=utcnow())
+        .values(status=AttemptStatus.CANCELLED, stage=None, finished_at=utcnow())
     )
 
 
@@ -440,7 +440,7 @@ async def give_up(session: AsyncSession, attempt_id: str, reason: str) -> bool:
 async def claim(session: AsyncSession, attempt_id: str, stage: Stage) -> Attempt | None:
     """Start `stage` of a live attempt: it becomes `running`, and its job too. None if the attempt is not at
     that stage (already past it: a duplicate task) or has ended; an attempt of a cancelled job is ended
-    (`failed`) instead. A retried task claims a stage it already claimed: the work is redone, its result
+    (`cancelled`) instead. A retried task claims a stage it already claimed: the work is redone, its result
     written idempotently."""
     attempt = await session.get(Attempt, attempt_id)
     if attempt is None or attempt.status not in LIVE_ATTEMPT_STATUSES or attempt.stage != stage:
@@ -479,7 +479,7 @@ async def finish_stage(
     """End `stage` of an attempt, storing `values` (e.g. the verdict) on it. Returns (moved, next): `moved` is
     False when the attempt was no longer at that stage (a duplicate or a cancel won); `next` is the stage to
     enqueue, None when the attempt is done. Only the write that ends the attempt counts toward its job. An
-    attempt whose job was cancelled meanwhile keeps `values` and ends `failed` instead of moving on. `last`
+    attempt whose job was cancelled meanwhile keeps `values` and ends `cancelled` instead of moving on. `last`
     ends the pipeline here (a mutant that does not compile is not judged)."""
     attempt = await session.get(Attempt, attempt_id)
     if attempt is None:
@@ -500,20 +500,40 @@ async def finish_stage(
     return bool(moved.rowcount), None  # type: ignore[attr-defined]
 
 
-async def cancel_queued(session: AsyncSession, job_id: str) -> int:
-    """Fail the attempts of a job that no stage has claimed yet (the job is being cancelled); running ones
-    finish their stage and stop there (claim refuses the next stage of a cancelled job)."""
-    where = [Attempt.job_id == job_id, Attempt.status == AttemptStatus.QUEUED]
+async def cancel_live(session: AsyncSession, job_id: str) -> list[str]:
+    """End every live attempt of a job that is being cancelled `cancelled`, queued or running (a running stage's
+    task is stopped by the cancel's message, services/kernel/cancel.py, and writes nothing after it: its attempt
+    is no longer live). What earlier stages did (an execution) is kept. The ids it ended, in attempt_id order."""
+    where = [Attempt.job_id == job_id, Attempt.status.in_(LIVE_ATTEMPT_STATUSES)]
     if _row_locks(session):
         # In attempt_id order, as batched claims lock them: two writers of many attempts then never deadlock.
         ids = list(await session.scalars(_locked(select(Attempt.attempt_id).where(*where), session)))
         if not ids:
-            return 0
+            return []
         where.append(Attempt.attempt_id.in_(ids))
     result = await session.execute(
-        update(Attempt).where(*where).values(status=AttemptStatus.FAILED, stage=None, finished_at=utcnow())
+        update(Attempt)
+        .where(*where)
+        .values(status=AttemptStatus.CANCELLED, stage=None, finished_at=utcnow())
+        .returning(Attempt.attempt_id)
+        .execution_options(synchronize_session=False)
     )
-    return int(result.rowcount)  # type: ignore[attr-defined]
+    return sorted(result.scalars())
+
+
+async def end_cancelled(session: AsyncSession, attempt_ids: Sequence[str]) -> list[str]:
+    """End these attempts `cancelled` if they are still live: a worker whose stage was stopped by a cancel says so
+    (the cancel's own write normally got there first). The ids it ended."""
+    if not attempt_ids:
+        return []
+    result = await session.execute(
+        update(Attempt)
+        .where(Attempt.attempt_id.in_(sorted(set(attempt_ids))), Attempt.status.in_(LIVE_ATTEMPT_STATUSES))
+        .values(status=AttemptStatus.CANCELLED, stage=None, finished_at=utcnow())
+        .returning(Attempt.attempt_id)
+        .execution_options(synchronize_session=False)
+    )
+    return sorted(result.scalars())
 
 
 # ---- batches: the same transitions for many attempts in one transaction -------------------------------------
@@ -523,7 +543,7 @@ async def cancel_queued(session: AsyncSession, job_id: str) -> int:
 # one-attempt counterpart does, with the same conditional UPDATEs (WHERE live AND at that stage), run over the
 # whole set and told apart by RETURNING, so what the database says decides and nothing moves twice. The same attempt
 # named twice in one batch (a duplicate delivery) gets what two calls in a row would have got. On PostgreSQL the
-# attempts are locked first, in attempt_id order (as cancel_queued does), then their jobs: attempt, then job.
+# attempts are locked first, in attempt_id order (as cancel_live does), then their jobs: attempt, then job.
 
 
 def _row_locks(session: AsyncSession) -> bool:
@@ -559,7 +579,7 @@ async def claim_many(session: AsyncSession, attempt_ids: Sequence[str], stage: S
         await session.execute(
             update(Attempt)
             .where(Attempt.attempt_id.in_(set(unique) - set(claimed)), *live_at_stage, job_cancelled)
-            .values(status=AttemptStatus.FAILED, stage=None, finished_at=utcnow())
+            .values(status=AttemptStatus.CANCELLED, stage=None, finished_at=utcnow())
             .execution_options(synchronize_session=False)
         )
     # Each claim counts a try of its job, as one claim at a time would (a job no longer live is left as it is).

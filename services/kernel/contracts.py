@@ -58,13 +58,16 @@ class Verdict(StrEnum):
 
 class AttemptStatus(StrEnum):
     """An attempt is `queued` until a stage claims it, `running` while any stage of its pipeline is left, then
-    `done` (every stage finished, whatever the verdict) or `failed` (its job was cancelled before its pipeline
-    ended; what it already did, e.g. its execution, is kept)."""
+    `done` (every stage finished, whatever the verdict), `failed` (a stage's task gave up after its last try) or
+    `cancelled` (its job was cancelled before its pipeline ended: a stage running then was stopped, its jail
+    killed, and nothing it was doing is reported as a verdict; what an earlier stage did, e.g. its execution,
+    is kept)."""
 
     QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 class Stage(StrEnum):
@@ -77,7 +80,7 @@ class Stage(StrEnum):
 
 
 LIVE_ATTEMPT_STATUSES = frozenset({AttemptStatus.QUEUED, AttemptStatus.RUNNING})
-FINAL_ATTEMPT_STATUSES = frozenset({AttemptStatus.DONE, AttemptStatus.FAILED})
+FINAL_ATTEMPT_STATUSES = frozenset({AttemptStatus.DONE, AttemptStatus.FAILED, AttemptStatus.CANCELLED})
 
 
 class JobStatus(StrEnum):
@@ -92,6 +95,17 @@ class JobStatus(StrEnum):
 
 LIVE_JOB_STATUSES = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
 TERMINAL_JOB_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+class PairStatus(StrEnum):
+    """A similarity pair is `queued` until scored (also while its try runs), then `scored`, `failed` (it could not
+    be scored: the reason is its `error`) or `cancelled` (its job was cancelled first; a try running then was
+    stopped, its jails killed)."""
+
+    QUEUED = "queued"
+    SCORED = "scored"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 class JobKind(StrEnum):

@@ -1,7 +1,8 @@
 """Job state in the database: queued -> running -> succeeded | failed | cancelled, with progress counts.
 
 Every transition is a conditional UPDATE, so a retried or duplicated worker can never move a job backwards
-or count the same unit of work twice.
+or count the same unit of work twice, and only a live job's progress moves: once a job has ended (a cancel), its
+`progress.done` never changes again.
 """
 
 from __future__ import annotations
@@ -64,20 +65,24 @@ async def mark_running(session: AsyncSession, job_id: str, tries: int = 1) -> bo
     return moved
 
 
-async def add_progress(session: AsyncSession, job_id: str, done: int = 1) -> None:
-    """Count finished units; the job succeeds when the last one lands. Callers count each unit once."""
+async def add_progress(session: AsyncSession, job_id: str, done: int = 1) -> bool:
+    """Count finished units of a live job; the job succeeds when the last one lands. Callers count each unit
+    once. A job no longer live (cancelled, failed, succeeded) is left as it is: its progress is frozen where its
+    end found it (False)."""
     counted = (
         await session.execute(
             update(Job)
-            .where(Job.job_id == job_id)
+            .where(Job.job_id == job_id, Job.status.in_(LIVE_JOB_STATUSES))
             .values(progress_done=Job.progress_done + done)
             .returning(Job.kind, Job.status, Job.progress_done, Job.progress_total)
         )
     ).first()
     # The row is the transaction's to change now (SQLite's write lock, PostgreSQL's row lock), so the conditional
     # UPDATE below is skipped only when what it just returned says it would match nothing.
-    if counted is None or counted.status not in LIVE_JOB_STATUSES or counted.progress_done < counted.progress_total:
-        return
+    if counted is None:
+        return False
+    if counted.progress_done < counted.progress_total:
+        return True
     result = await session.execute(
         update(Job)
         .where(
@@ -89,6 +94,7 @@ async def add_progress(session: AsyncSession, job_id: str, done: int = 1) -> Non
     )
     if result.rowcount:  # type: ignore[attr-defined]
         telemetry.jobs.labels(counted.kind, JobStatus.SUCCEEDED).inc()
+    return True
 
 
 async def finish(
@@ -127,22 +133,23 @@ async def record_unit(session: AsyncSession, job_id: str, unit: str) -> bool:
 
 
 async def count_unit_once(session: AsyncSession, job_id: str, unit: str) -> bool:
-    """Add one to the job's progress unless this unit was already counted (a retried task); True if counted."""
+    """Add one to the job's progress unless this unit was already counted (a retried task) or the job is no longer
+    live (a cancelled job's progress stays frozen; the unit is still recorded); True if counted."""
     if not await record_unit(session, job_id, unit):
         return False
-    await add_progress(session, job_id)
-    return True
+    return await add_progress(session, job_id)
 
 
-async def add_total(session: AsyncSession, job_id: str, more: int) -> None:
+async def add_total(session: AsyncSession, job_id: str, more: int) -> bool:
     """Grow a live job's total by units discovered while it runs (a seed's mutants); callers add each once, in
-    the transaction that creates the units."""
-    if more:
-        await session.execute(
-            update(Job)
-            .where(Job.job_id == job_id, Job.status.in_(LIVE_JOB_STATUSES))
-            .values(progress_total=Job.progress_total + more)
-        )
+    the transaction that creates the units. False if the job is no longer live (a cancel committed first, or is
+    committing: the UPDATE waits for its lock): the caller then creates nothing and rolls back."""
+    result = await session.execute(
+        update(Job)
+        .where(Job.job_id == job_id, Job.status.in_(LIVE_JOB_STATUSES))
+        .values(progress_total=Job.progress_total + more)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
 def job_view(job: Job) -> dict[str, Any]:

@@ -53,6 +53,10 @@ async def generate_isolated(
         child.kill()
         await child.wait()
         raise NotPerturbable("parsing took longer than the wall-time limit") from None
+    except asyncio.CancelledError:
+        child.kill()  # the job was cancelled (or the worker stops): the parse ends with it
+        await child.wait()
+        raise
     if child.returncode != 0:
         raise NotPerturbable("parsing exceeded a resource limit or failed")
     answer = json.loads(stdout)

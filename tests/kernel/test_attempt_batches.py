@@ -116,8 +116,8 @@ async def test_a_batch_claim_ends_the_attempts_of_a_cancelled_job(sessions: Sess
         claimed = await attempts.claim_many(session, [running, live, queued], Stage.EXECUTE)
         await session.commit()
     assert [a.attempt_id if a else None for a in claimed] == [None, live, None]
-    assert (await _state(sessions, running))[:2] == ("failed", None)
-    assert (await _state(sessions, queued))[:2] == ("failed", None)
+    assert (await _state(sessions, running))[:2] == ("cancelled", None)
+    assert (await _state(sessions, queued))[:2] == ("cancelled", None)
     assert (await _job(sessions, live_job)).status == JobStatus.RUNNING
     assert (await _job(sessions, cancelled_job)).status == JobStatus.CANCELLED
 
@@ -171,8 +171,8 @@ async def test_a_batch_result_of_a_cancelled_job_ends_it_where_it_stands(session
         await session.commit()
     # Its execution is kept, and it does not wait at `judge` for a task the reconciler will never send.
     assert outcomes == [(True, None), (True, None)]
-    assert await _state(sessions, judged) == ("failed", None, "AC")
-    assert await _state(sessions, plain) == ("failed", None, "WA")
+    assert await _state(sessions, judged) == ("cancelled", None, "AC")
+    assert await _state(sessions, plain) == ("cancelled", None, "WA")
 
 
 async def test_a_batch_result_with_last_ends_the_pipeline(sessions: Sessions) -> None:
@@ -187,14 +187,24 @@ async def test_a_batch_result_with_last_ends_the_pipeline(sessions: Sessions) ->
     assert (await _job(sessions, job_id)).status == JobStatus.SUCCEEDED
 
 
-async def test_cancel_queued_still_fails_only_queued_attempts(sessions: Sessions) -> None:
-    job_id, (running, queued, other) = await _job_with(sessions, 3)
+async def test_cancel_live_ends_queued_and_running_attempts_and_only_live_ones(sessions: Sessions) -> None:
+    job_id, (running, queued, done) = await _job_with(sessions, 3)
+    other_job, (elsewhere,) = await _job_with(sessions, 1)
     async with sessions() as session:
-        await attempts.claim_many(session, [running], Stage.EXECUTE)
-        assert await attempts.cancel_queued(session, job_id) == 2
-        assert await attempts.cancel_queued(session, job_id) == 0
+        await attempts.claim_many(session, [running, done], Stage.EXECUTE)
+        await attempts.finish_many(session, Stage.EXECUTE, [(done, {"verdict": "AC", "passed": 1, "total": 1})])
+        assert await attempts.cancel_live(session, job_id) == sorted([running, queued])
+        assert await attempts.cancel_live(session, job_id) == []
+        # A worker's own end of a stopped stage finds it ended already.
+        assert await attempts.end_cancelled(session, [running, done]) == []
         await session.commit()
-    assert [(await _state(sessions, a))[0] for a in (running, queued, other)] == ["running", "failed", "failed"]
+    assert [(await _state(sessions, a))[0] for a in (running, queued, done)] == ["cancelled", "cancelled", "done"]
+    assert (await _state(sessions, elsewhere))[0] == "queued"
+    async with sessions() as session:
+        assert await attempts.end_cancelled(session, [elsewhere]) == [elsewhere]
+        await session.commit()
+    assert (await _state(sessions, elsewhere))[0] == "cancelled"
+    assert (await _job(sessions, other_job)).progress_done == 0
 
 
 # ---- the executor's coalesced writes ------------------------------------------------------------------------
@@ -256,7 +266,7 @@ async def test_a_cancelled_attempt_in_a_coalesced_batch_ends_and_the_others_run(
     live_job, live = await _job_with(sessions, 2, judges=["sample_tests"])
     cancelled_job, (gone,) = await _job_with(sessions, 1)
     async with sessions() as session:
-        await attempts.cancel_queued(session, cancelled_job)
+        await attempts.cancel_live(session, cancelled_job)
         await jobs.finish(session, cancelled_job, JobStatus.CANCELLED)
         await session.commit()
     pipeline = _pipeline()
@@ -269,9 +279,9 @@ async def test_a_cancelled_attempt_in_a_coalesced_batch_ends_and_the_others_run(
     outcomes = await asyncio.gather(*(pipeline.results.submit(_finished(a, "AC")) for a in live))
     assert outcomes == [(True, None), (True, None)]
     for attempt_id in live:
-        assert await _state(sessions, attempt_id) == ("failed", None, "AC")
+        assert await _state(sessions, attempt_id) == ("cancelled", None, "AC")
         assert len(await _executions(sessions, attempt_id)) == 1
-    assert (await _state(sessions, gone))[:2] == ("failed", None)
+    assert (await _state(sessions, gone))[:2] == ("cancelled", None)
     assert await _executions(sessions, gone) == []
 
 

@@ -161,10 +161,10 @@ async def test_a_mutant_is_an_attempt_linked_to_its_parent(session: AsyncSession
 async def test_cancelling_ends_every_attempt_of_the_job_and_none_is_left_running(session: AsyncSession) -> None:
     problem = await _problem(session)
     queued, job = await _submit(session, problem, judges=[])
-    assert await attempts.cancel_queued(session, job.job_id) == 1
+    assert await attempts.cancel_live(session, job.job_id) == [queued.attempt_id]
     await jobs.finish(session, job.job_id, JobStatus.CANCELLED)
     await _reload(session, queued)
-    assert (queued.status, queued.stage) == ("failed", None)
+    assert (queued.status, queued.stage) == ("cancelled", None)
     assert await attempts.claim(session, queued.attempt_id, Stage.EXECUTE) is None
 
     # Cancelled while its execute stage runs: the stage's result is kept, and the attempt ends there instead of
@@ -176,7 +176,7 @@ async def test_cancelling_ends_every_attempt_of_the_job_and_none_is_left_running
     moved = await attempts.finish_stage(session, executing.attempt_id, Stage.EXECUTE, verdict="AC")
     assert moved == (True, None)
     await _reload(session, executing)
-    assert (executing.status, executing.stage, executing.verdict) == ("failed", None, "AC")
+    assert (executing.status, executing.stage, executing.verdict) == ("cancelled", None, "AC")
 
     # Cancelled between its stages: the next stage's claim ends it.
     waiting, third = await _submit(session, problem, judges=["sample_tests"])
@@ -186,7 +186,7 @@ async def test_cancelling_ends_every_attempt_of_the_job_and_none_is_left_running
     await session.commit()
     assert await attempts.claim(session, waiting.attempt_id, Stage.JUDGE) is None
     await _reload(session, waiting)
-    assert (waiting.status, waiting.stage, waiting.verdict) == ("failed", None, "WA")
+    assert (waiting.status, waiting.stage, waiting.verdict) == ("cancelled", None, "WA")
 
 
 def test_a_stage_missing_from_the_pipeline_is_the_last() -> None:

@@ -53,10 +53,13 @@ async def test_cancel_wins_over_later_progress(session: AsyncSession) -> None:
     job = jobs.create_job(session, tenant="t", kind="execute_batch", total=1)
     await session.commit()
     assert await jobs.finish(session, job.job_id, "cancelled", error="by client") is True
-    await jobs.add_progress(session, job.job_id)
+    # Its progress is frozen where the cancel found it: a late unit is recorded, never counted.
+    assert await jobs.add_progress(session, job.job_id) is False
+    assert await jobs.count_unit_once(session, job.job_id, "late") is False
+    assert await jobs.add_total(session, job.job_id, 3) is False
     await session.commit()
     await session.refresh(job)
-    assert job.status == "cancelled"
+    assert (job.status, job.progress_done, job.progress_total) == ("cancelled", 0, 1)
 
 
 async def test_upsert_keeps_one_row_per_key_and_the_newest_write(session: AsyncSession) -> None:
