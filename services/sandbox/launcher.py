@@ -12,7 +12,8 @@ The zygote (Z) is the jail's PID 1. nsjail gave it CAP_SYS_ADMIN, CAP_NET_ADMIN 
 namespace (and nothing outside it), and a seccomp policy that lets it unshare mount, IPC, PID and network namespaces
 and mount (services/sandbox/jail.py). It is non-dumpable and deaf to signals from inside the jail. For each run it
 receives one message:
-    {"argv": [...], "script": k | null, "check": path | null, "cpu_time_s": t, "dir": name, "tmpfs_mb": m}
+    {"argv": [...], "script": k | null, "check": path | null, "cpu_time_s": t, "dir": name, "tmpfs_mb": m,
+     "memory_mb": n}
 with the run's fds (stdin, stdout, stderr, the run's reply socket and, in function mode, the result channel), forks
 the run's setup process C and closes its copies of them: Z never reads a run's data, so nothing in its memory
 belongs to any run, and a run forked from it inherits nothing of another's.
@@ -26,7 +27,9 @@ and answers the host on the channel:
 (or b"F <cpu>" if the setup failed before the run began), after which the jail is ready for the next run. The run's
 mount namespace (its tmpfs files), IPC namespace (SysV objects) and PID namespace (its processes) are gone by then.
 
-G (the run's first process): mounts /proc for the new PID namespace, drops every capability (bounding, ambient,
+G (the run's first process): mounts /proc for the new PID namespace, covers its host-wide files with neutral ones
+(NEUTRAL_PROC_FILES: the load, the CPU and memory counters of the whole machine are other tenants' activity), drops
+every capability (bounding, ambient,
 permitted, effective, inheritable), installs a second seccomp filter that forbids again what the jail's policy
 let Z do (unshare, mount and the new mount API), sets the run's RLIMIT_CPU and then is exactly what the first
 process of a single-use jail was:
@@ -36,11 +39,12 @@ process of a single-use jail was:
    is decided before any of the candidate's code exists in a process; else it answers b"L <cpu>", the CPU time it
    used before the harness, for the host to subtract.
 2. Anything else runs in a child: `python3 <flags> SCRIPT ARGS` in a fork of this interpreter, or execv(argv). The
-   child gets the run's stdin on fd 0, RLIMIT_CPU soft at t (rounded up: SIGXCPU) and hard a second later
-   (SIGKILL), and never holds the reply socket; it compiles `check` itself (charged to the run, as in a cold one)
-   and tells G on a pipe, before it runs anything of the program's, whether that failed. G stays PID 1 as the
-   run's supervisor: when the child ends it kills whatever else is left, reaps it all, and answers b"E" + message
-   or b"R <cpu> exit|signal <n>": the child's ending and the CPU time of every process of the run (precise, from
+   child gets the run's stdin on fd 0, RLIMIT_CPU soft a second past t (rounded up: SIGXCPU; the host stops the
+   run at t from the cgroup's precise figure, this is a backstop) and hard a second later (SIGKILL), and never
+   holds the reply socket; it compiles `check` itself (charged to the run, as in a cold one) and tells G on a
+   pipe, before it runs anything of the program's, whether that failed. G stays PID 1 as the run's supervisor:
+   when the child ends it kills whatever else is left, reaps it all, and answers b"E" + message or
+   b"R <cpu> exit|signal <n>": the child's ending and the CPU time of every process of the run (precise, from
    getrusage), written when no process of the run exists any more.
 If the host goes away (the channel reads EOF), the zygote ends the jail.
 """
@@ -119,6 +123,75 @@ SETUP_FAILED = 71
 # importing them itself. Everything else the launcher needs is kept to cheap modules: each one is paid for every
 # jail (json, socket and traceback would add ~25 ms of CPU per jail on this machine kind).
 _WARM_MODULES = ("typing",)  # and with it re, functools, collections, operator
+
+# Files of /proc that show the whole machine's activity (its load, CPU and memory counters, I/O, interrupts): what
+# other tenants' programs do. Every run sees the same neutral content instead, as LXCFS gives a container its own
+# view: nothing running, no CPU time spent, all of the run's memory limit free. The CPU lines keep the machine's CPU
+# names, since glibc counts them (os.cpu_count() reads /proc/stat when /sys is absent, as in a jail). A cold jail
+# gets these files from its nsjail config (services/sandbox/jail.py), a warm run from _mask_proc: the same bytes.
+NEUTRAL_PROC_FILES = (
+    "/proc/loadavg",
+    "/proc/stat",
+    "/proc/uptime",
+    "/proc/meminfo",
+    "/proc/vmstat",
+    "/proc/diskstats",
+    "/proc/interrupts",
+    "/proc/softirqs",
+    "/proc/schedstat",
+)
+# Directories of such files, covered by an empty read-only tmpfs (as on a kernel without pressure stall information).
+NEUTRAL_PROC_DIRS = ("/proc/pressure",)
+_MEMINFO_KEYS = (
+    ("MemTotal", True),
+    ("MemFree", True),
+    ("MemAvailable", True),
+    ("Buffers", False),
+    ("Cached", False),
+    ("SwapCached", False),
+    ("Active", False),
+    ("Inactive", False),
+    ("SwapTotal", False),
+    ("SwapFree", False),
+    ("Dirty", False),
+    ("Writeback", False),
+    ("AnonPages", False),
+    ("Mapped", False),
+    ("Shmem", False),
+)
+
+
+def cpu_names(proc_stat: bytes) -> list[str]:
+    """The CPUs a /proc/stat lists (`cpu0`, `cpu1`, ...), in its order."""
+    names = []
+    for line in proc_stat.decode("ascii", "replace").splitlines():
+        name = line.split(" ", 1)[0]
+        if name.startswith("cpu") and name[3:].isdigit():
+            names.append(name)
+    return names
+
+
+def neutral_proc_content(memory_mb: int, cpus: list[str]) -> dict[str, bytes]:
+    """What each of NEUTRAL_PROC_FILES reads in a run with `memory_mb` of memory on a machine with CPUs `cpus`."""
+    idle = " 0 0 0 0 0 0 0 0 0 0"
+    stat = ["cpu " + idle, *(name + idle for name in cpus)]
+    stat += ["intr 0", "ctxt 0", "btime 0", "processes 1", "procs_running 1", "procs_blocked 0", "softirq 0"]
+    memory_kb = memory_mb * 1024
+    meminfo = [(key + ":").ljust(16) + str(memory_kb if free else 0).rjust(8) + " kB" for key, free in _MEMINFO_KEYS]
+    header = "".join("CPU" + name[3:].ljust(8) for name in cpus)
+    content = {
+        "/proc/loadavg": "0.00 0.00 0.00 1/1 1\n",
+        "/proc/stat": "\n".join(stat) + "\n",
+        "/proc/uptime": "0.00 0.00\n",
+        "/proc/meminfo": "\n".join(meminfo) + "\n",
+        "/proc/vmstat": "nr_free_pages " + str(memory_kb // 4) + "\n",
+        # No disk, no interrupt counted (nsjail binds no empty content, hence the one line each).
+        "/proc/diskstats": "\n",
+        "/proc/interrupts": " " * 11 + header + "\n",
+        "/proc/softirqs": " " * 20 + header + "\n",
+        "/proc/schedstat": "version 15\ntimestamp 0\n",
+    }
+    return {path: content[path].encode() for path in NEUTRAL_PROC_FILES}
 
 
 def _preload(argv: list[str]) -> dict[str, types.CodeType]:
@@ -423,8 +496,10 @@ def _setup_run(
         channel.close()
         libc = ctypes.CDLL(None, use_errno=True)
         run_dir = request.get("dir")
-        tmpfs_mb = request.get("tmpfs_mb")
+        tmpfs_mb, memory_mb = request.get("tmpfs_mb"), request.get("memory_mb")
         if not (isinstance(run_dir, str) and run_dir.isalnum() and isinstance(tmpfs_mb, int) and tmpfs_mb > 0):
+            raise OSError("a malformed run request")
+        if not (isinstance(memory_mb, int) and memory_mb > 0):
             raise OSError("a malformed run request")
         _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWPID | _CLONE_NEWNET), "unshare")
         _loopback_up()
@@ -463,12 +538,40 @@ def _enter_run(
         libc = ctypes.CDLL(None, use_errno=True)
         proc_flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
         _check(libc.mount(b"proc", b"/proc", b"proc", proc_flags, None), "mount /proc")
+        memory_mb = request.get("memory_mb")
+        _mask_proc(libc, memory_mb if isinstance(memory_mb, int) else 0)
         if confinement is None:
             raise OSError("the zygote could not prepare the run's confinement")
         confinement.apply()
     except BaseException:
         os._exit(SETUP_FAILED)
     return _start(request, compiled, libc)
+
+
+def _mask_proc(libc: ctypes.CDLL, memory_mb: int) -> None:
+    """Cover the new /proc's host-wide files with neutral ones (see NEUTRAL_PROC_FILES), read-only. Each is written
+    in the run's fresh /tmp, bound on its /proc file and unlinked at once: the bind keeps the file, and nothing
+    else can reach it. (The jail's policy lets the zygote mount but not unmount, so no tmpfs of their own.) Named
+    as nsjail names them for a cold jail, so /proc/self/mountinfo reads much alike."""
+    with open("/proc/stat", "rb") as handle:
+        content = neutral_proc_content(memory_mb, cpu_names(handle.read()))
+    for index, (path, data) in enumerate(content.items(), start=1):
+        if not os.path.exists(path):
+            continue  # not on this kernel (/proc/schedstat without CONFIG_SCHEDSTATS)
+        source = "/tmp/dynamic." + str(index)
+        fd = os.open(source, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+        try:
+            _write_all(fd, data)
+            _check(libc.mount(source.encode(), path.encode(), None, _MS_BIND, None), "bind " + path)
+        finally:
+            os.close(fd)
+            os.unlink(source)
+        remount = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+        _check(libc.mount(None, path.encode(), None, remount, None), "remount " + path)
+    for path in NEUTRAL_PROC_DIRS:
+        if os.path.isdir(path):
+            options = b"size=4k,mode=555"
+            _check(libc.mount(b"none", path.encode(), b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, options), path)
 
 
 def _loopback_up() -> None:
@@ -535,7 +638,9 @@ def _start(
     script = raw_script if isinstance(raw_script, int) else None
     check = raw_check if isinstance(raw_check, str) and raw_check else None
     cpu_time_s = request.get("cpu_time_s")
-    cpu_limit = max(1, math.ceil(float(cpu_time_s))) if isinstance(cpu_time_s, int | float) else 1
+    # A backstop a second past the limit: the host stops the run when its cgroup's CPU time reaches the limit. (The
+    # kernel's RLIMIT_CPU reads a tick-sampled clock that can run ahead of the precise one under load.)
+    cpu_limit = max(1, math.ceil(float(cpu_time_s))) + 1 if isinstance(cpu_time_s, int | float) else 2
     path = argv[script] if script is not None else ""
     if path in compiled:
         # The function-mode harness: PID 1 of the run's namespace and its trust boundary, as in a cold jail. The
