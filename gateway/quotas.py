@@ -1,13 +1,22 @@
 """The gateway's side of quotas: the request buckets every authenticated request passes, and the caps on a tenant's
-live work checked where that work is submitted. Each limit is the calling key's value (its own, else the default);
-counts are the tenant's, whichever of its keys made them. Admin keys have no quotas.
+work checked where that work is submitted, before anything of it is stored or queued. Each limit is the calling
+key's value (its own, else the default); counts are the tenant's, whichever of its keys made them. Admin keys have
+no quotas.
 
-The caps are counted in the database at submission, so concurrent submissions may pass a cap together by the
-few that raced; the request buckets are exact (one Lua script in Redis)."""
+Every kind of work is counted: attempts (queued_attempts), similarity pairs (queued_pairs), the judgments a request
+asks for (judgments_per_request, and the tenant's judgments_per_day), direct executions and reports. A job that
+grows after it is accepted (a perturbation's mutants, a synthesis job's programs) is bounded by the worker that
+grows it (services/kernel/ratelimit.py `growth_room`), under the quotas of the key recorded in its params
+(`owner_params`).
+
+The caps on live work are counted in the database at submission, so concurrent submissions may pass a cap together
+by the few that raced; the request buckets and the day's judgments are exact (one Lua script in Redis each)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
@@ -15,9 +24,21 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.errors import QuotaExceeded
 from services.kernel import queue, telemetry
-from services.kernel.contracts import LIVE_JOB_STATUSES, AttemptStatus, JobKind
+from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind
 from services.kernel.models import Attempt, Job
-from services.kernel.ratelimit import QuotaName, quota_of, take_request
+from services.kernel.ratelimit import (
+    OWNER_KEY_PARAM,
+    JudgeTokenBudget,
+    QuotaName,
+    add_judgments,
+    live_attempts,
+    quota_of,
+    seconds_to_next_utc_day,
+    take_back_judgments,
+    take_request,
+    tenant_judge_token_limit,
+    unscored_pairs,
+)
 
 if TYPE_CHECKING:
     from gateway.deps import Principal
@@ -32,9 +53,21 @@ def _exempt(principal: Principal) -> bool:
     return "admin" in principal.scopes
 
 
-def _refuse(limit: QuotaName, value: int, retry_after_s: int, scope: str = "tenant") -> QuotaExceeded:
+def _refuse(
+    limit: QuotaName, value: int, retry_after_s: int, scope: str = "tenant", *, asked: int | None = None
+) -> QuotaExceeded:
     telemetry.quota_rejections.labels(limit).inc()
-    return QuotaExceeded(limit, value, retry_after_s, scope)
+    refusal = QuotaExceeded(limit, value, retry_after_s, scope)
+    if asked is not None:  # what the request would have added: the client can tell how far over it is
+        refusal.detail = f"{refusal.detail}: the request adds {asked}"
+        refusal.extensions["requested"] = asked
+    return refusal
+
+
+def owner_params(principal: Principal) -> dict[str, str]:
+    """What a job that grows records of who made it: the key whose quotas bound its growth (the worker reads them,
+    ratelimit.job_owner_quotas)."""
+    return {OWNER_KEY_PARAM: principal.key_id}
 
 
 async def meter_request(principal: Principal) -> None:
@@ -58,7 +91,7 @@ async def _over_cap(session: AsyncSession, principal: Principal, limit: QuotaNam
     value = quota_of(principal.quotas, limit)
     if count + adding > value:
         await session.rollback()
-        raise _refuse(limit, value, CAP_RETRY_AFTER_S)
+        raise _refuse(limit, value, CAP_RETRY_AFTER_S, asked=adding)
 
 
 async def _live_jobs(session: AsyncSession, tenant: str, kind: JobKind) -> int:
@@ -71,11 +104,80 @@ async def check_queued_attempts(session: AsyncSession, principal: Principal, new
     attempts, these included, exceed queued_attempts; the session is then rolled back."""
     if _exempt(principal) or new <= 0:
         return
-    query = select(func.count()).where(
-        Attempt.tenant == principal.tenant, Attempt.status.in_([AttemptStatus.QUEUED, AttemptStatus.RUNNING])
-    )
-    live = int(await session.scalar(query) or 0)
+    live = await live_attempts(session, principal.tenant)
     await _over_cap(session, principal, "queued_attempts", live - new, new)
+
+
+async def check_queued_pairs(session: AsyncSession, principal: Principal, new: int) -> None:
+    """Before `new` similarity pairs are stored: 429 if the tenant's pairs not yet scored (in its live jobs), with
+    these, would exceed queued_pairs; the session is then rolled back."""
+    if _exempt(principal) or new <= 0:
+        return
+    await _over_cap(session, principal, "queued_pairs", await unscored_pairs(session, principal.tenant), new)
+
+
+def judgments_of(attempts: Iterable[Attempt]) -> int:
+    """The judgment rows these new attempts ask for: each one's judges x conditions x repeats."""
+    return sum(len(a.judges or []) * len(a.conditions or []) * max(1, a.repeats or 1) for a in attempts)
+
+
+async def check_judgments_per_request(session: AsyncSession, principal: Principal, count: int) -> None:
+    """429 if one request asks for more than judgments_per_request judgment rows (the session is rolled back).
+    A cap on one request: waiting does not help, a smaller request does."""
+    if _exempt(principal) or count <= 0:
+        return
+    value = quota_of(principal.quotas, "judgments_per_request")
+    if count > value:
+        await session.rollback()
+        raise _refuse("judgments_per_request", value, CAP_RETRY_AFTER_S, "request", asked=count)
+
+
+@contextlib.asynccontextmanager
+async def judgments_counted(
+    session: AsyncSession, principal: Principal, count: int, *, per_request: int | None = None
+) -> AsyncIterator[None]:
+    """Around a submission's commit: the request's `count` judgments (its `per_request` bound for the per-request
+    cap, if larger: what a growing job may ask for in all) are checked against judgments_per_request, then added to
+    the tenant's day, or 429 naming judgments_per_day (Retry-After: the next UTC day) with the session rolled back.
+    If the body raises (the commit failed), they are taken back. Without Redis the day is not counted (logged)."""
+    await check_judgments_per_request(session, principal, max(count, per_request or 0))
+    if _exempt(principal) or count <= 0:
+        yield
+        return
+    limit = quota_of(principal.quotas, "judgments_per_day")
+    try:
+        redis = await queue.get_pool()
+        added, _ = await add_judgments(redis, principal.tenant, count, limit)
+    except Exception:  # noqa: BLE001 - Redis unreachable: as the request buckets, fail open; /readyz reports it
+        log.warning("judgments per day unavailable; %d judgment(s) admitted uncounted", count, exc_info=True)
+        yield
+        return
+    if not added:
+        await session.rollback()
+        raise _refuse("judgments_per_day", limit, seconds_to_next_utc_day(), asked=count)
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await take_back_judgments(redis, principal.tenant, count)
+        raise
+
+
+async def check_judge_tokens(session: AsyncSession, principal: Principal) -> None:
+    """Before LLM judging is asked for again (POST /v1/judgments): 429 naming judge_tokens_per_day while the
+    tenant's tokens for today are spent (every LLM judgment would be recorded failed), Retry-After the next UTC
+    day. Without Redis the judge worker's own check stands."""
+    if _exempt(principal):
+        return
+    limit = await tenant_judge_token_limit(session, principal.tenant)
+    try:
+        spent = await JudgeTokenBudget(await queue.get_pool(), principal.tenant, limit).exhausted()
+    except Exception:  # noqa: BLE001 - the judge worker checks the budget before each LLM judgment anyway
+        log.warning("judge token budget unavailable at submission", exc_info=True)
+        return
+    if spent:
+        await session.rollback()
+        raise _refuse("judge_tokens_per_day", limit, seconds_to_next_utc_day())
 
 
 async def check_running_executions(session: AsyncSession, principal: Principal) -> None:

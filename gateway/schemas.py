@@ -302,6 +302,13 @@ class AttemptIn(_In):
     conditions: list[Condition] | None = None
     repeats: int = Field(default=1, ge=1, le=100)
     label: LabelIn | None = None
+    parent_attempt_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=40,
+        description="The tenant's attempt this one derives from (404 if it has none by that id). An attempt with a "
+        "parent is a derived program, as a mutant is: it does not count in the panel.",
+    )
 
     _size = field_validator("source_code")(_check_source_size)
 
@@ -468,11 +475,36 @@ class Quotas(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    requests_per_minute: QuotaValue = None
-    queued_attempts: QuotaValue = None
-    running_executions: QuotaValue = None
-    queued_reports: QuotaValue = None
-    judge_tokens_per_day: QuotaValue = None
+    requests_per_minute: Annotated[QuotaValue, Field(description="Requests per minute, per key and per tenant.")] = None
+    queued_attempts: Annotated[
+        QuotaValue,
+        Field(
+            description="The tenant's attempts queued or running: submitted ones, perturbation mutants, synthesis "
+            "programs. A request over it is refused; a growing job waits at it."
+        ),
+    ] = None
+    running_executions: Annotated[QuotaValue, Field(description="The tenant's direct executions not ended.")] = None
+    queued_reports: Annotated[QuotaValue, Field(description="The tenant's reports not yet built.")] = None
+    judge_tokens_per_day: Annotated[
+        QuotaValue, Field(description="LLM judge tokens the tenant's judgments may spend per UTC day.")
+    ] = None
+    queued_pairs: Annotated[
+        QuotaValue,
+        Field(
+            description="The tenant's similarity pairs not yet scored, across its jobs (single pairs, datasets, "
+            "perturbation confirmations)."
+        ),
+    ] = None
+    judgments_per_request: Annotated[
+        QuotaValue,
+        Field(
+            description="Judgment rows (attempts x judges x conditions x repeats) one request may ask for, counting "
+            "the most a perturbation or synthesis job may make."
+        ),
+    ] = None
+    judgments_per_day: Annotated[
+        QuotaValue, Field(description="Judgment rows the tenant may ask for per UTC day, by every kind of work.")
+    ] = None
 
 
 KeyCreate.model_rebuild()

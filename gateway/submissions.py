@@ -38,7 +38,27 @@ async def put_attempt(
         if found is None:
             raise attempts.SubmissionError([*loc, "problem_id"], f"no problem {body.problem_id!r}", 404)
         problem = found
-    return await attempts.create_attempt(session, tenant, problem, _new_attempt(body), job_id, loc)
+    _check_parent(body, await _own_parents(session, tenant, [body]), loc)
+    attempt, created = await attempts.create_attempt(session, tenant, problem, _new_attempt(body), job_id, loc)
+    if created:
+        attempt.parent_attempt_id = body.parent_attempt_id
+    return attempt, created
+
+
+async def _own_parents(session: AsyncSession, tenant: str, bodies: Sequence[AttemptIn]) -> set[str]:
+    """Which of the `parent_attempt_id`s the bodies name are the tenant's own attempts, in one read."""
+    wanted = sorted({body.parent_attempt_id for body in bodies if body.parent_attempt_id is not None})
+    if not wanted:
+        return set()
+    query = select(Attempt.attempt_id).where(Attempt.attempt_id.in_(wanted), Attempt.tenant == tenant)
+    return set((await session.scalars(query)).all())
+
+
+def _check_parent(body: AttemptIn, own: set[str], loc: list[str | int]) -> None:
+    """A `parent_attempt_id` the tenant has no attempt by (another tenant's, or none at all) is a 404 naming the
+    field, as every foreign id is."""
+    if body.parent_attempt_id is not None and body.parent_attempt_id not in own:
+        raise attempts.SubmissionError([*loc, "parent_attempt_id"], f"no attempt {body.parent_attempt_id!r}", 404)
 
 
 async def put_attempts(
@@ -49,6 +69,7 @@ async def put_attempts(
     batch = attempts.AttemptBatch(session, tenant, job_id)
     await batch.load_uids([body.attempt_uid for body in bodies if body.attempt_uid is not None])
     problems = await attempts.find_problems(session, tenant, [b.problem_id for b in bodies if b.problem_id])
+    parents = await _own_parents(session, tenant, bodies)
     stored = []
     for index, body in enumerate(bodies):
         item = [*loc, index]
@@ -60,7 +81,11 @@ async def put_attempts(
             if body.problem_id not in problems:
                 raise attempts.SubmissionError([*item, "problem_id"], f"no problem {body.problem_id!r}", 404)
             problem = problems[body.problem_id]
-        stored.append(batch.add(problem, _new_attempt(body), item))
+        _check_parent(body, parents, item)
+        attempt, created = batch.add(problem, _new_attempt(body), item)
+        if created:
+            attempt.parent_attempt_id = body.parent_attempt_id
+        stored.append((attempt, created))
     await batch.flush()
     return stored
 
@@ -69,8 +94,13 @@ def _new_attempt(body: AttemptIn) -> attempts.NewAttempt:
     return attempts.NewAttempt(
         language=body.language,
         source_code=body.source_code,
-        # The fields that make two submissions of one `attempt_uid` "the same".
-        content=body.model_dump(mode="json", exclude={"attempt_uid", "problem_id", "problem"}),
+        # The fields that make two submissions of one `attempt_uid` "the same" (a parent only when one is named, so
+        # that the content of an attempt without one is what it was before the field existed).
+        content=body.model_dump(
+            mode="json",
+            exclude={"attempt_uid", "problem_id", "problem"}
+            | (set() if body.parent_attempt_id else {"parent_attempt_id"}),
+        ),
         attempt_uid=body.attempt_uid,
         participant=body.participant,
         turn=body.turn,
@@ -122,6 +152,10 @@ def public_test_result(test: TestResult) -> dict[str, Any]:
         "wall_time_ms": test.wall_time_ms,
         "memory_kb": test.memory_kb,
         "public": test.public,
+        "wait_time_ms": test.wait_time_ms,
+        "stopped_by": test.stopped_by,
+        "runs": test.runs,
+        "retryable": test.retryable,
     }
 
 

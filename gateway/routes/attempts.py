@@ -41,7 +41,8 @@ async def submit(body: AttemptIn, principal: SubmitKey, session: SessionDep) -> 
                     params={"attempt_ids": [attempt.attempt_id]},
                     job_id=job_id,
                 )
-            await session.commit()
+            async with quotas.judgments_counted(session, principal, quotas.judgments_of([attempt] if created else [])):
+                await session.commit()
             break
         except IntegrityError:
             # A concurrent request with the same attempt_uid won the race: answer with its ids.
@@ -71,7 +72,8 @@ async def submit_batch(body: BatchIn, principal: SubmitKey, session: SessionDep)
         )
         if not new:
             job.status, job.finished_at = JobStatus.SUCCEEDED, job.created_at
-        await session.commit()
+        async with quotas.judgments_counted(session, principal, quotas.judgments_of(new)):
+            await session.commit()
     except IntegrityError:
         await session.rollback()
         raise field_error(

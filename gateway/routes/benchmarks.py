@@ -18,6 +18,7 @@ from pydantic import Field, field_validator
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from gateway import quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import ApiError, field_error
 from gateway.schemas import INT64_MAX, _In, within_limit
@@ -218,7 +219,16 @@ async def synthesize(body: SynthesizeIn, principal: SubmitKey, session: SessionD
     if body.judge:
         judges, _ = attempts.resolve_judging(body.judges, [Condition.BLIND], ["body", "judges"])
     seed_ids = [attempt_id for _, seeds in requirements for attempt_id in seeds]
+    # The most programs the job may have judged: one kept program per slot, M 0-point pairs per requirement, and
+    # the seeds (each under blind, once). The programs are attempts: the worker creates them as the tenant's
+    # queued_attempts (and, judged, judgments_per_day) leave room, and waits at the cap otherwise.
+    pairs = 0
+    if 0 in targets:  # III-B4 pairs programs within each language: M per requirement and language
+        languages = set((await session.scalars(select(Attempt.language).where(Attempt.attempt_id.in_(seed_ids)))).all())
+        pairs = body.m * len(requirements) * max(1, len(languages))
+    most_judged = (len(slots) + pairs + len(seed_ids)) * len(judges)
     params = {
+        **quotas.owner_params(principal),
         "requirements": [
             {"problem_id": problem.problem_id, "problem_pk": problem.id, "seed_ids": seeds}
             for problem, seeds in requirements
@@ -239,7 +249,8 @@ async def synthesize(body: SynthesizeIn, principal: SubmitKey, session: SessionD
     # representatives' calibration reports once they are chosen.
     total = len(slots) + 1 + (len(seed_ids) if judges else 0)
     job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SYNTHESIZE, total=total, params=params)
-    await session.commit()
+    async with quotas.judgments_counted(session, principal, len(seed_ids) * len(judges), per_request=most_judged):
+        await session.commit()
     try:
         for task, subject, tenant in synthesis_work(job, set()):
             await queue.enqueue(task, subject, tenant=tenant)

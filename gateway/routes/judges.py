@@ -8,13 +8,14 @@ from fastapi import APIRouter
 from pydantic import Field, field_validator
 from sqlalchemy import select
 
+from gateway import quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
 from gateway.schemas import Condition, _In, within_limit
 from services.kernel import jobs, queue
 from services.kernel.attempts import resolve_judging
 from services.kernel.contracts import JobKind, JobStatus
-from services.kernel.judges import configured_judges, public_view
+from services.kernel.judges import LLMJudge, OfflineJudge, configured_judges, public_view
 from services.kernel.models import Attempt
 from services.kernel.registry import Task
 from services.kernel.settings import get_settings
@@ -34,10 +35,14 @@ class JudgmentsIn(_In):
         return list(dict.fromkeys(within_limit(ids, get_settings().max_batch_size, "attempts", "request")))
 
 
+def _configured() -> tuple[LLMJudge | OfflineJudge, ...]:
+    settings = get_settings()
+    return tuple(configured_judges(str(settings.judges_file) if settings.judges_file else None))
+
+
 @router.get("/v1/judges")
 async def list_judges(_: ReadKey) -> list[dict[str, Any]]:
-    settings = get_settings()
-    return [public_view(j) for j in configured_judges(str(settings.judges_file) if settings.judges_file else None)]
+    return [public_view(j) for j in _configured()]
 
 
 @router.post("/v1/judgments", status_code=202)
@@ -58,11 +63,17 @@ async def rejudge(body: JudgmentsIn, principal: SubmitKey, session: SessionDep) 
     for index, attempt_id in enumerate(body.attempt_ids):
         if attempt_id not in found:
             raise field_error(["body", "attempt_ids", index], f"no attempt {attempt_id!r}", 404)
+    # Every row asked for counts (attempts x judges x conditions x repeats), whether or not the worker then skips a
+    # unit that already has an ok row; with an LLM judge, the tenant's tokens for today must not be spent.
+    asked = len(body.attempt_ids) * len(judges) * len(conditions) * body.repeats
+    if any(isinstance(judge, LLMJudge) and judge.name in judges for judge in _configured()):
+        await quotas.check_judge_tokens(session, principal)
     params = {"attempt_ids": body.attempt_ids, "judges": judges, "conditions": conditions, "repeats": body.repeats}
     job = jobs.create_job(
         session, tenant=principal.tenant, kind=JobKind.JUDGE, total=len(body.attempt_ids), params=params
     )
-    await session.commit()
+    async with quotas.judgments_counted(session, principal, asked):
+        await session.commit()
     try:
         for attempt_id in body.attempt_ids:
             await queue.enqueue(Task.JUDGE_ATTEMPT, f"{attempt_id}@{job.job_id}", tenant=principal.tenant)

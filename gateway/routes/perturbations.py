@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from pydantic import Field, field_validator
 from sqlalchemy import select
 
+from gateway import quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
 from gateway.schemas import INT64_MAX, _In, within_limit
@@ -17,6 +18,7 @@ from gateway.submissions import not_found
 from services.kernel import attempts, jobs, queue
 from services.kernel.contracts import Arm, Condition, JobKind
 from services.kernel.models import Attempt, SimilarityPair
+from services.kernel.ratelimit import MAX_MUTANTS_PER_SEED
 from services.kernel.registry import Task
 from services.mutation import CATALOGUE, operators_for
 from services.mutation.axiom_rules import catalogue as axiom_catalogue
@@ -24,7 +26,8 @@ from services.mutation.axiom_rules import catalogue as axiom_catalogue
 router = APIRouter(prefix="/v1/perturbations", tags=["perturbations"])
 
 # One request's work is bounded: this many seeds, and (services/perturb/worker.py) at most
-# MAX_MUTANTS_PER_SEED mutants of each, even with all_sites.
+# MAX_MUTANTS_PER_SEED mutants of each, even with all_sites. Its mutants are attempts: the worker creates them as
+# the tenant's queued_attempts (and, judged, judgments_per_day; confirmed, queued_pairs) leave room, and waits.
 MAX_SEEDS_PER_JOB = 200
 
 
@@ -103,16 +106,22 @@ async def perturb(body: PerturbationsIn, principal: SubmitKey, session: SessionD
             raise field_error(
                 ["body", "operators", position], f"unknown operator {name!r}; see GET /v1/perturbations/operators"
             )
+    most_mutants = 0  # the most mutants the job may make: what its judging is bounded by
     for seed in await attempts.accepted_seeds(session, principal.tenant, body.attempt_ids, ["body", "attempt_ids"]):
         attempt_id = seed.attempt_id
-        if body.operators and not {o.name for o in operators_for(seed.language)} & set(body.operators):
+        applicable = {o.name for o in operators_for(seed.language)}
+        if body.operators and not applicable & set(body.operators):
             raise field_error(
                 ["body", "operators"], f"none of these operators applies to {seed.language} (seed {attempt_id!r})"
             )
+        # One mutant per operator (paper 001), or every site of each with all_sites; at most MAX_MUTANTS_PER_SEED.
+        operators = len(applicable & set(body.operators)) if body.operators else len(applicable)
+        most_mutants += MAX_MUTANTS_PER_SEED if body.all_sites else min(operators, MAX_MUTANTS_PER_SEED)
     judges: list[str] = []
     if body.judge:
         judges, _ = attempts.resolve_judging(body.judges, [Condition.BLIND], ["body", "judges"])
     params: dict[str, Any] = {
+        **quotas.owner_params(principal),
         "attempt_ids": body.attempt_ids,
         "operators": body.operators,
         "seed": body.seed,
@@ -139,7 +148,12 @@ async def perturb(body: PerturbationsIn, principal: SubmitKey, session: SessionD
     job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.PERTURB, total=total, params=params)
     if body.confirm:
         confirm.params = {**(confirm.params or {}), "perturbation_job_id": job.job_id}
-    await session.commit()
+    # The seeds' judging is asked for now; each mutant's when the worker creates it (it waits at the caps there).
+    seeds_judged = len(body.attempt_ids) * len(judges)
+    async with quotas.judgments_counted(
+        session, principal, seeds_judged, per_request=seeds_judged + most_mutants * len(judges)
+    ):
+        await session.commit()
     try:
         for attempt_id in body.attempt_ids:
             await queue.enqueue(Task.PERTURB_ATTEMPT, f"{attempt_id}@{job.job_id}", tenant=principal.tenant)

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from sqlalchemy import func, select
 
+from gateway import quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import ApiError, field_error
 from gateway.schemas import FROM_QUERY_STRING, SourceCode, _check_source_size, _identifier, _In, json_problem
@@ -227,6 +228,7 @@ async def score_pair(body: PairIn, principal: SubmitKey, session: SessionDep) ->
     entry_point = body.entry_point or problem_entry
     _check_pair(mode, entry_point, (body.reference.language, body.candidate.language), ["body"])
     spec = _spec_or_422(body.input_spec, ["body", "input_spec"])
+    await quotas.check_queued_pairs(session, principal, 1)  # before any work, CrystalBLEU's corpus included
     programs: dict[str, list[str]] = {}
     for program in (body.reference, body.candidate):
         programs.setdefault(program.language, []).append(program.source_code)
@@ -325,6 +327,7 @@ async def score_dataset(request: Request, principal: SubmitKey, session: Session
                 "labels": labels,
             }
         )
+    await quotas.check_queued_pairs(session, principal, len(rows))  # before any work, CrystalBLEU's corpus included
     programs: dict[str, list[str]] = {}
     for record in body.pairs:
         programs.setdefault(record.language, []).extend((record.golden_code, record.generated_code))

@@ -9,7 +9,7 @@ value; the database columns stay plain strings.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -212,9 +212,16 @@ class TestCase(_Contract):
 
 
 class TestResult(_Contract):
-    """One test's outcome as stored. `cpu_time_ms` is the CPU time (user + system) of the run, which is what
-    the CPU limit bounds; where a test was stopped by the wall clock it is the CPU time spent until then.
-    `wall_time_ms` is the elapsed time. (Rows written before the two were told apart have `time_ms`, CPU.)"""
+    """One test's outcome as stored. `cpu_time_ms` is the CPU time (user + system) of every process of the run,
+    which is what the CPU limit bounds; where a test was stopped by a clock it is the CPU time spent until then.
+    `wall_time_ms` is the elapsed time. (Rows written before the two were told apart have `time_ms`, CPU.)
+
+    How the load of the machine entered (docs/sandbox.md, "Clocks under load"): `wait_time_ms` is how long the run
+    waited for a CPU that another process held, `stopped_by` the clock that stopped it (`cpu`, `wall`: its own
+    time, elapsed less waiting, reached the wall limit; `starved`: the load held it; null: it ended by itself or
+    by a memory or output limit). A run the load held is not judged: it is run again, `runs` times in all, each
+    earlier run's reason in `rerun_reasons`; if the last is still not judged the status is IE with
+    `retryable: true`."""
 
     __test__ = False  # not a pytest test class
 
@@ -230,6 +237,11 @@ class TestResult(_Contract):
     stdout: str = ""
     stderr: str = ""
     message: str = ""
+    wait_time_ms: int = 0
+    stopped_by: Literal["cpu", "wall", "starved"] | None = None
+    runs: int = 1
+    rerun_reasons: list[str] = Field(default_factory=list)
+    retryable: bool = False
 
 
 class ExecutionResult(_Contract):

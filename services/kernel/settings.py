@@ -44,6 +44,13 @@ class Settings(BaseSettings):
     quota_judge_tokens_per_day: int = Field(
         default=50_000_000, ge=1, description="LLM judge tokens a tenant may spend per UTC day."
     )
+    quota_queued_pairs: int = Field(default=20_000, ge=1, description="A tenant's similarity pairs not yet scored.")
+    quota_judgments_per_request: int = Field(
+        default=50_000, ge=1, description="Judgments (attempts x judges x conditions x repeats) one request asks for."
+    )
+    quota_judgments_per_day: int = Field(
+        default=1_000_000, ge=1, description="Judgments a tenant may ask for per UTC day."
+    )
     # POST /v1/metrics:compute runs in the gateway: items x bootstrap resamples one request may ask for.
     metrics_compute_max_work: int = Field(
         default=2_000_000, ge=0, description="Cap on items x bootstrap resamples of one POST /v1/metrics:compute."

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -36,12 +37,13 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from services.kernel import attempts, jobs, queue, telemetry, worker
+from services.kernel import attempts, cancel, jobs, queue, ratelimit, telemetry, worker
 from services.kernel.attempts import NewMutant
 from services.kernel.contracts import LIVE_JOB_STATUSES, Arm, Condition, JobKind, JudgmentStatus, Language, Stage
 from services.kernel.db import session_scope
 from services.kernel.judges import Endpoint, LLMJudge, configured_judges
 from services.kernel.models import Attempt, Execution, Job, JobUnit, Judgment, Problem, SimilarityPair
+from services.kernel.ratelimit import MAX_MUTANTS_PER_SEED
 from services.kernel.registry import (
     DRAW_CANDIDATE,
     DRAW_KEPT,
@@ -96,9 +98,9 @@ from services.perturb.verification import Verification, axiom_kept, verify
 log = logging.getLogger("tribunal.perturb")
 
 SERVICE = "perturb"
-# A seed yields at most this many mutants (all_sites on a large program can yield thousands, each a sandbox run);
-# the first ones in the generator's order (catalogue order, then position) are kept.
-MAX_MUTANTS_PER_SEED = 200
+# A seed yields at most MAX_MUTANTS_PER_SEED mutants (services/kernel/ratelimit.py: all_sites on a large program can
+# yield thousands, each a sandbox run); the first ones in the generator's order (catalogue order, then position)
+# are kept.
 
 
 class PerturbParams(BaseModel):
@@ -136,23 +138,32 @@ def mutation_record(mutant: Mutant, seed: int) -> dict[str, Any]:
     return {"seed": seed, "line": mutant.line, "column": mutant.column, "diff": mutant.diff}
 
 
-@queue.task(Task.PERTURB_ATTEMPT)
-async def perturb_attempt(ctx: dict[str, Any], subject: str) -> None:
-    """Create the mutants of one seed for one perturbation job, once."""
-    seed_id, job_id = parse_subject(subject)
-    unit = seed_unit(seed_id)
-    async with session_scope() as session:
-        job = await jobs.get_job(session, job_id)
-        if job is None or job.status not in LIVE_JOB_STATUSES:
-            return
-        if await session.get(JobUnit, (job_id, unit)) is not None:
-            return  # already perturbed: a duplicate or a retry after the commit
-        parent = await session.get(Attempt, seed_id)
-        if parent is None:
-            return
-        await jobs.mark_running(session, job_id)
-        params = PerturbParams.model_validate(job.params or {})
-        source, language = parent.source_code, parent.language
+# The mutants of the seeds this process generated and is still creating, by (job, seed): a seed that waits at its
+# tenant's cap is generated once, not again each time it looks (another process generates them again: the
+# generator is deterministic). Bounded by the text it holds, least recently used out first; a seed leaves it once
+# every mutant of it is created.
+_GENERATED: OrderedDict[tuple[str, str], list[Mutant]] = OrderedDict()
+_GENERATED_MAX_CHARS = 64 * 1024 * 1024
+
+
+def _text_size(mutants: Sequence[Mutant]) -> int:
+    return sum(len(mutant.source) + len(mutant.diff) for mutant in mutants)
+
+
+async def _redis(ctx: dict[str, Any]) -> Any:
+    return ctx.get("redis") or await queue.get_pool()
+
+
+def _judgments_each(judges: Sequence[str], conditions: Sequence[str], repeats: int = 1) -> int:
+    """The judgment rows one program of a job asks for: judges x conditions x repeats."""
+    return len(judges) * len(conditions) * max(1, repeats)
+
+
+async def _generated(seed_id: str, job_id: str, source: str, language: str, params: PerturbParams) -> list[Mutant]:
+    key = (job_id, seed_id)
+    if key in _GENERATED:
+        _GENERATED.move_to_end(key)
+        return _GENERATED[key]
     # The named operators that apply to this seed's language (a job may mix languages); None: all of them.
     applicable = {operator.name for operator in operators_for(language)}
     names = None if params.operators is None else [n for n in params.operators if n in applicable]
@@ -171,57 +182,137 @@ async def perturb_attempt(ctx: dict[str, Any], subject: str) -> None:
     if len(mutants) > MAX_MUTANTS_PER_SEED:
         log.warning("seed %s has %d mutants; the first %d are kept", seed_id, len(mutants), MAX_MUTANTS_PER_SEED)
         mutants = mutants[:MAX_MUTANTS_PER_SEED]
-    created: list[Attempt] = []
+    _GENERATED[key] = mutants
+    while len(_GENERATED) > 1 and sum(_text_size(kept) for kept in _GENERATED.values()) > _GENERATED_MAX_CHARS:
+        _GENERATED.popitem(last=False)
+    return mutants
+
+
+async def _stored_mutants(session: AsyncSession, job_id: str, seed_id: str) -> set[tuple[str | None, str]]:
+    """(operator, source hash) of every mutant of `seed_id` the job already has: what create_mutant would return
+    instead of creating (within a job, one operator's same source for one parent is one mutant)."""
+    rows = await session.execute(
+        select(Attempt.operator, Attempt.source_hash).where(
+            Attempt.job_id == job_id, Attempt.parent_attempt_id == seed_id
+        )
+    )
+    return {(operator, digest) for operator, digest in rows.tuples()}
+
+
+@queue.task(Task.PERTURB_ATTEMPT)
+async def perturb_attempt(ctx: dict[str, Any], subject: str) -> None:
+    """Create the mutants of one seed for one perturbation job, once each, as the tenant's caps leave room: the
+    mutants that do not fit wait (the task is tried again after a delay, a wait not counting as a try), and the
+    seed is counted as perturbed once every one of them is created."""
+    seed_id, job_id = parse_subject(subject)
+    unit = seed_unit(seed_id)
+    redis = await _redis(ctx)
     async with session_scope() as session:
+        job = await jobs.get_job(session, job_id)
+        if job is None or job.status not in LIVE_JOB_STATUSES:
+            return
+        if await session.get(JobUnit, (job_id, unit)) is not None:
+            return  # already perturbed: a duplicate or a retry after the commit
         parent = await session.get(Attempt, seed_id)
-        assert parent is not None
-        for mutant in mutants:
-            spec = NewMutant(
-                source_code=mutant.source,
-                operator=mutant.operator,
-                arm=mutant.arm,
-                severity=mutant.severity,
-                guard_context=mutant.guard_context,
-                judges=params.judges,
-                conditions=params.conditions,
-                mutation=mutation_record(mutant, params.seed),
-            )
-            row, new = await attempts.create_mutant(session, parent, spec, job_id)
-            if new:
-                created.append(row)
-        # The total grows before the seed's unit is counted, so the job cannot look finished in between.
-        await jobs.add_total(session, job_id, len(created))
-        await jobs.count_unit_once(session, job_id, unit)
-        confirmations = await _add_confirmations(session, params, parent, created)
-    await attempts.enqueue_first_stages(created)
-    for row in created:
+        if parent is None:
+            return
+        await jobs.mark_running(session, job_id)
+        params = PerturbParams.model_validate(job.params or {})
+        source, language, tenant = parent.source_code, parent.language, parent.tenant
+        each = _judgments_each(params.judges, params.conditions)
+        pairs_each = 1 if params.confirm_job_id else 0
+        room = await ratelimit.growth_room(session, redis, job, judgments_each=each, pairs_each=pairs_each)
+    if room.count < 1 and (job_id, seed_id) not in _GENERATED:
+        await ratelimit.wait_at_cap(ctx, room.wait_s)  # no room at all: nothing is generated until there is
+    generated = await cancel.watch_of(ctx).run(job_id, _generated(seed_id, job_id, source, language, params))
+    if isinstance(generated, cancel.Stopped):
+        return  # the job was cancelled: none of its mutants is created
+    mutants = generated
+    created: list[tuple[int, Attempt]] = []
+    complete = True
+    async with ratelimit.growth_lock(redis, tenant) as locked:
+        if not locked:
+            await ratelimit.wait_at_cap(ctx, ratelimit.WAIT_AT_CAP_S)
+        async with session_scope() as session:
+            job = await jobs.get_job(session, job_id)
+            if job is None or job.status not in LIVE_JOB_STATUSES:
+                return
+            if await session.get(JobUnit, (job_id, unit)) is not None:
+                return
+            parent = await session.get(Attempt, seed_id)
+            assert parent is not None
+            room = await ratelimit.growth_room(session, redis, job, judgments_each=each, pairs_each=pairs_each)
+            stored = await _stored_mutants(session, job_id, seed_id)
+            for index, mutant in enumerate(mutants):
+                if (mutant.operator, attempts.source_hash(mutant.source)) in stored:
+                    continue  # created by an earlier try
+                if len(created) >= room.count:
+                    complete = False  # the rest wait for room
+                    break
+                spec = NewMutant(
+                    source_code=mutant.source,
+                    operator=mutant.operator,
+                    arm=mutant.arm,
+                    severity=mutant.severity,
+                    guard_context=mutant.guard_context,
+                    judges=params.judges,
+                    conditions=params.conditions,
+                    mutation=mutation_record(mutant, params.seed),
+                )
+                row, new = await attempts.create_mutant(session, parent, spec, job_id)
+                if new:
+                    created.append((index, row))
+            # The total grows before the seed's unit is counted, so the job cannot look finished in between.
+            if not await jobs.add_total(session, job_id, len(created)):
+                await session.rollback()  # cancelled meanwhile: none of these mutants is created
+                return
+            if complete:
+                await jobs.count_unit_once(session, job_id, unit)
+            confirmations = await _add_confirmations(session, params, parent, created, complete=complete)
+            if created and each and not room.exempt:
+                await ratelimit.add_judgments(redis, tenant, len(created) * each, None)
+    rows = [row for _, row in created]
+    await attempts.enqueue_first_stages(rows)
+    for row in rows:
         telemetry.mutants_created.labels(language, row.arm or "none").inc()
     for ordinal in confirmations:
         assert params.confirm_job_id is not None
-        await queue.enqueue(Task.SCORE_PAIR, pair_subject(params.confirm_job_id, ordinal), tenant=parent.tenant)
+        await queue.enqueue(Task.SCORE_PAIR, pair_subject(params.confirm_job_id, ordinal), tenant=tenant)
+    if not complete:
+        log.info("seed %s of job %s: %d mutant(s) created, the rest wait (%s)", seed_id, job_id, len(rows), room.limit)
+        await ratelimit.wait_at_cap(ctx, room.wait_s)
+    _GENERATED.pop((job_id, seed_id), None)
     if params.judges:
         # The seed is judged under the job's conditions too: the perturbation report compares each mutant's
         # score with its seed's (paper 001 VI-B). The judge worker counts this unit once.
-        await queue.enqueue(Task.JUDGE_ATTEMPT, f"{seed_id}@{job_id}", tenant=parent.tenant)
+        await queue.enqueue(Task.JUDGE_ATTEMPT, f"{seed_id}@{job_id}", tenant=tenant)
 
 
 async def _add_confirmations(
-    session: AsyncSession, params: PerturbParams, seed: Attempt, mutants: Sequence[Attempt]
+    session: AsyncSession,
+    params: PerturbParams,
+    seed: Attempt,
+    mutants: Sequence[tuple[int, Attempt]],
+    *,
+    complete: bool,
 ) -> list[int]:
     """With `confirm`: one pair (seed, mutant) per new mutant in the confirmation job, in the transaction that
-    creates the mutants, then the seed's unit there (so that job cannot end before every seed is in). Ordinals
-    are the seed's position times MAX_MUTANTS_PER_SEED plus the mutant's: unique without coordination."""
-    if params.confirm_job_id is None:
+    creates the mutants, then, once the seed's mutants are all created (`complete`), the seed's unit there (so
+    that job cannot end before every seed is in). Ordinals are the seed's position times MAX_MUTANTS_PER_SEED
+    plus the mutant's position among the seed's mutants: unique without coordination, however many tries it took
+    to create them."""
+    # The confirmation job's total grows first: one that was cancelled gets no pairs (they would never be scored).
+    if params.confirm_job_id is None or not await jobs.add_total(session, params.confirm_job_id, len(mutants)):
         return []
     problem = await session.get(Problem, seed.problem_pk)
     assert problem is not None
     base = params.attempt_ids.index(seed.attempt_id) * MAX_MUTANTS_PER_SEED
     ordinals = []
-    for offset, mutant in enumerate(mutants):
+    for position, mutant in mutants:
         session.add(
             SimilarityPair(
                 job_id=params.confirm_job_id,
-                ordinal=base + offset,
+                ordinal=base + position,
                 pair_key=mutant.attempt_id,
                 problem_pk=problem.id,
                 mode=problem.mode,
@@ -233,10 +324,10 @@ async def _add_confirmations(
                 labels={"operator": mutant.operator, "arm": mutant.arm},
             )
         )
-        ordinals.append(base + offset)
+        ordinals.append(base + position)
     await session.flush()
-    await jobs.add_total(session, params.confirm_job_id, len(ordinals))
-    await jobs.count_unit_once(session, params.confirm_job_id, confirmation_seed_unit(seed.attempt_id))
+    if complete:
+        await jobs.count_unit_once(session, params.confirm_job_id, confirmation_seed_unit(seed.attempt_id))
     return ordinals
 
 
@@ -417,11 +508,15 @@ async def _requirement_pool(
 @queue.task(Task.SYNTHESIZE_PROGRAM)
 async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
     """One draw of one slot: an LLM perturbation toward the slot's target score, made an attempt if it yields a
-    program; an LLM failure is recorded as the draw's outcome and the slot draws again."""
+    program; an LLM failure is recorded as the draw's outcome and the slot draws again. The program is an attempt
+    of the tenant's: without room under its caps the draw waits, before asking the LLM, and again before storing
+    what the LLM gave (its answer is then read from the response cache when the draw runs again)."""
     slot, draw, job_id = parse_draw_subject(subject)
     requirement_index, target, index = parse_synthesis_slot(slot)
     problem: Problem | None = None
     pool: list[Attempt] = []
+    redis = await _redis(ctx)
+    wait_s: float | None = None
     async with session_scope() as session:
         job = await _live_synthesis(session, job_id)
         if job is None:
@@ -432,18 +527,26 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
         made = synthesis_draws(rows).get(slot, {}).get(draw)
         params = SynthesisParams.model_validate(job.params or {})
         requirement = params.requirements[requirement_index]
+        tenant = job.tenant
+        each = _judgments_each(params.judges, params.conditions)  # a program is judged once per judge, condition
         if made:
             pass  # this draw already ran (a duplicate, or a retry after its commit)
         elif draw >= params.max_draws:
             await jobs.count_unit_once(session, job_id, slot_unit(slot))  # given up: its draws ran out
         else:
             await jobs.mark_running(session, job_id)
-            problem = await session.get(Problem, requirement.problem_pk)
-            pool = await _requirement_pool(
-                session, job_id, requirement_index, requirement, index if target == 5 else None
-            )
-            if problem is None or not pool:  # deleted meanwhile: nothing to perturb
-                await jobs.record_unit(session, job_id, draw_unit(slot, draw, "error"))
+            room = await ratelimit.growth_room(session, redis, job, judgments_each=each)
+            if room.count < 1:
+                wait_s = room.wait_s
+            else:
+                problem = await session.get(Problem, requirement.problem_pk)
+                pool = await _requirement_pool(
+                    session, job_id, requirement_index, requirement, index if target == 5 else None
+                )
+                if problem is None or not pool:  # deleted meanwhile: nothing to perturb
+                    await jobs.record_unit(session, job_id, draw_unit(slot, draw, "error"))
+    if wait_s is not None:
+        await ratelimit.wait_at_cap(ctx, wait_s)
     if problem is None or not pool:
         await _advance(job_id)
         return
@@ -458,14 +561,21 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
         if isinstance(runners, str):
             outcome = Rejection(FailureKind.PROVIDER, runners)
         else:
-            outcome = await synthesize(runners, parent, target, RULES, seed)
+            drawn = await cancel.watch_of(ctx).run(job_id, synthesize(runners, parent, target, RULES, seed))
+            if isinstance(drawn, cancel.Stopped):
+                return  # the job was cancelled: its provider call ended with it
+            outcome = drawn
     except Exception:  # noqa: BLE001 - recorded as the draw's outcome; the slot draws again
         log.exception("synthesis draw %s of job %s failed", f"{slot}:{draw}", job_id)
     created: list[Attempt] = []
-    async with session_scope() as session:
-        if await _live_synthesis(session, job_id) is None:
+    async with ratelimit.growth_lock(redis, tenant) as locked, session_scope() as session:
+        live = await _live_synthesis(session, job_id)
+        if live is None:
             return
-        if isinstance(outcome, Candidate):
+        now = await ratelimit.growth_room(session, redis, live, judgments_each=each) if locked else None
+        if isinstance(outcome, Candidate) and (now is None or now.count < 1):
+            wait_s = now.wait_s if now is not None else ratelimit.WAIT_AT_CAP_S  # another draw took the room
+        elif isinstance(outcome, Candidate):
             spec = to_new_mutant(outcome, judges=params.judges, conditions=params.conditions, rules=RULES)
             record = {
                 **spec.mutation["axiom"],
@@ -479,10 +589,14 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
             row, new = await attempts.create_mutant(
                 session, parent_row, replace(spec, mutation={"axiom": record}), job_id
             )
+            if new and not await jobs.add_total(session, job_id, 1):  # the attempt counts when it ends
+                await session.rollback()  # cancelled meanwhile: the program is not created
+                return
             if new:
-                await jobs.add_total(session, job_id, 1)  # the attempt counts when it ends
                 created.append(row)
                 await jobs.record_unit(session, job_id, draw_unit(slot, draw, DRAW_CANDIDATE))
+                if each and now is not None and not now.exempt:
+                    await ratelimit.add_judgments(redis, tenant, each, None)
             else:
                 owner = benchmark_entry(row.mutation, job_id)
                 same = (owner.get("slot"), owner.get("draw")) == (slot, draw)
@@ -492,6 +606,8 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
             if isinstance(outcome, Rejection):
                 log.info("synthesis draw %s:%s of job %s rejected (%s): %s", slot, draw, job_id, kind, outcome.reason)
             await jobs.record_unit(session, job_id, draw_unit(slot, draw, kind))
+    if wait_s is not None:
+        await ratelimit.wait_at_cap(ctx, wait_s)
     await attempts.enqueue_first_stages(created)
     await _advance(job_id)
 
@@ -521,6 +637,10 @@ class _Pair:
     @property
     def slot(self) -> str:
         return synthesis_slot(self.requirement, 0, self.index)
+
+
+# A final step's plan: context disruption's outcome and pairs, representative selection's outcome and choice.
+_FinalPlan = tuple[dict[str, Any], list[_Pair], dict[str, Any], dict[int, list[str]]]
 
 
 async def _benchmark_programs(
@@ -610,7 +730,9 @@ def _select(programs: list[_Program], pairs: list[_Pair], select: int, seed: int
 
 @queue.task(Task.FINISH_SYNTHESIS)
 async def finish_synthesis(ctx: dict[str, Any], job_id: str) -> None:
-    """Once every slot is counted: context disruption (III-B4), representative selection (III-C1), the result."""
+    """Once every slot is counted: context disruption (III-B4), representative selection (III-C1), the result. The
+    0-point pairs are attempts of the tenant's: as many are created as its caps leave room for, and the step waits
+    for room to create the rest (its plan kept meanwhile) before it writes the result."""
     async with session_scope() as session:
         job = await _live_synthesis(session, job_id)
         if job is None:
@@ -620,36 +742,35 @@ async def finish_synthesis(ctx: dict[str, Any], job_id: str) -> None:
         if SYNTHESIS_FINAL in rows or any(slot_unit(entry.slot) not in rows for entry in params.slots):
             return
         await jobs.mark_running(session, job_id)
+        tenant = job.tenant
         statements, programs = await _benchmark_programs(session, job_id, params)
-    context: dict[str, Any] = {"status": "not_requested", "pairs": 0}
-    pairs: list[_Pair] = []
-    if 0 in params.targets:
-        try:
-            pairs = await asyncio.to_thread(_plan_pairs, statements, programs, params.m, params.seed)
-            context = {"status": "ok", "pairs": len(pairs)}
-        except EmbeddingModelUnavailable as exc:
-            log.warning("context disruption unavailable for job %s: %s", job_id, exc)
-            context = {"status": "unavailable", "pairs": 0, "reason": "the embedding model is not installed"}
-        except Exception as exc:  # noqa: BLE001 - recorded in the result: the job still ends
-            log.exception("context disruption failed for job %s", job_id)
-            context = {"status": "failed", "pairs": 0, "reason": f"internal error ({type(exc).__name__})"}
-    selection: dict[str, Any] = {"status": "ok"}
-    try:
-        selected = await asyncio.to_thread(_select, programs, pairs, params.select, params.seed)
-    except Exception as exc:  # noqa: BLE001 - every program stays a representative: the job still ends
-        log.exception("representative selection failed for job %s", job_id)
-        selection = {"status": "failed", "reason": f"internal error ({type(exc).__name__})"}
-        selected = {}
-        for program in programs:
-            selected.setdefault(program.target, []).append(program.attempt_id)
-        if pairs:
-            selected[0] = [f"pair:{pair.slot}" for pair in pairs]
+    plan = _FINAL_PLANS.pop(job_id, None) or await _final_plan(job_id, params, statements, programs)
+    pairs = plan[1]
+    redis = await _redis(ctx)
+    each = _judgments_each(params.judges, params.conditions)
+    wait_s: float | None = None
     created: list[Attempt] = []
-    async with session_scope() as session:
-        if await _live_synthesis(session, job_id) is None or SYNTHESIS_FINAL in await job_units(session, job_id):
+    async with ratelimit.growth_lock(redis, tenant) as locked, session_scope() as session:
+        live = await _live_synthesis(session, job_id)
+        if live is None or SYNTHESIS_FINAL in await job_units(session, job_id):
             return
+        room = await ratelimit.growth_room(session, redis, live, judgments_each=each) if locked else None
+        stored = set(
+            (
+                await session.execute(
+                    select(Attempt.parent_attempt_id, Attempt.source_hash).where(
+                        Attempt.job_id == job_id, Attempt.operator == CONTEXT_OPERATOR
+                    )
+                )
+            ).tuples()
+        )
         pair_ids: dict[str, str] = {}
         for planned in pairs:
+            if (planned.parent_id, attempts.source_hash(planned.pair.program.code)) not in stored and (
+                room is None or len(created) >= room.count
+            ):
+                wait_s = room.wait_s if room is not None else ratelimit.WAIT_AT_CAP_S
+                break
             parent = await session.get(Attempt, planned.parent_id)
             assert parent is not None
             record = {
@@ -680,38 +801,93 @@ async def finish_synthesis(ctx: dict[str, Any], job_id: str) -> None:
             if new:
                 created.append(row)
         await jobs.add_total(session, job_id, len(created))
-        chosen = {score: [pair_ids.get(i, i) for i in ids] for score, ids in sorted(selected.items(), reverse=True)}
-        # A calibration report for every representative but the 0-point pairs, whose score is absolute (III-B4).
-        reports = [attempt_id for score, ids in chosen.items() if score > 0 for attempt_id in ids]
-        counted_slots = [entry.slot for entry in params.slots]
-        filled = {
-            slot
-            for slot, draws in synthesis_draws(rows).items()
-            for outcomes in draws.values()
-            if DRAW_KEPT in outcomes
-        }
-        scores = [score for score, ids in chosen.items() for _ in ids]
-        result = {
-            "requirements": len(params.requirements),
-            "targets": params.targets,
-            "m": params.m,
-            "slots": len(counted_slots),
-            "filled": len(filled),
-            "unfilled": [slot for slot in counted_slots if slot not in filled],
-            "outcomes": synthesis_tally(rows),
-            "programs": _count_by_score([p.target for p in programs] + [0] * len(pairs)),
-            "context_disruption": context,
-            "select": params.select,
-            "selection": selection,
-            "selected": {str(score): ids for score, ids in chosen.items()},
-            "reports": reports,
-            "score_entropy": _entropies(scores),
-        }
-        await session.execute(update(Job).where(Job.job_id == job_id).values(result=result))
-        await jobs.add_total(session, job_id, len(reports))
-        await jobs.count_unit_once(session, job_id, SYNTHESIS_FINAL)
+        if created and each and room is not None and not room.exempt:
+            await ratelimit.add_judgments(redis, tenant, len(created) * each, None)
+        if wait_s is None:
+            await _write_result(session, job_id, params, rows, programs, plan, pair_ids)
     await attempts.enqueue_first_stages(created)
+    if wait_s is not None:
+        _FINAL_PLANS[job_id] = plan
+        while len(_FINAL_PLANS) > _FINAL_PLANS_KEPT:
+            _FINAL_PLANS.popitem(last=False)
+        await ratelimit.wait_at_cap(ctx, wait_s)
     await _advance(job_id)
+
+
+# The plans of final steps waiting for room to create their 0-point pairs (by job): planned once per process, not
+# again each time the step looks (the plan is deterministic, so another process plans the same again).
+_FINAL_PLANS: OrderedDict[str, _FinalPlan] = OrderedDict()
+_FINAL_PLANS_KEPT = 16
+
+
+async def _final_plan(
+    job_id: str, params: SynthesisParams, statements: list[str], programs: list[_Program]
+) -> _FinalPlan:
+    """Context disruption's pairs (III-B4) and the representatives (III-C1), with how each went."""
+    context: dict[str, Any] = {"status": "not_requested", "pairs": 0}
+    pairs: list[_Pair] = []
+    if 0 in params.targets:
+        try:
+            pairs = await asyncio.to_thread(_plan_pairs, statements, programs, params.m, params.seed)
+            context = {"status": "ok", "pairs": len(pairs)}
+        except EmbeddingModelUnavailable as exc:
+            log.warning("context disruption unavailable for job %s: %s", job_id, exc)
+            context = {"status": "unavailable", "pairs": 0, "reason": "the embedding model is not installed"}
+        except Exception as exc:  # noqa: BLE001 - recorded in the result: the job still ends
+            log.exception("context disruption failed for job %s", job_id)
+            context = {"status": "failed", "pairs": 0, "reason": f"internal error ({type(exc).__name__})"}
+    selection: dict[str, Any] = {"status": "ok"}
+    try:
+        selected = await asyncio.to_thread(_select, programs, pairs, params.select, params.seed)
+    except Exception as exc:  # noqa: BLE001 - every program stays a representative: the job still ends
+        log.exception("representative selection failed for job %s", job_id)
+        selection = {"status": "failed", "reason": f"internal error ({type(exc).__name__})"}
+        selected = {}
+        for program in programs:
+            selected.setdefault(program.target, []).append(program.attempt_id)
+        if pairs:
+            selected[0] = [f"pair:{pair.slot}" for pair in pairs]
+    return context, pairs, selection, selected
+
+
+async def _write_result(
+    session: AsyncSession,
+    job_id: str,
+    params: SynthesisParams,
+    rows: set[str],
+    programs: list[_Program],
+    plan: _FinalPlan,
+    pair_ids: dict[str, str],
+) -> None:
+    """The job's result, its calibration reports asked for, and the final unit counted (every pair is created)."""
+    context, pairs, selection, selected = plan
+    chosen = {score: [pair_ids.get(i, i) for i in ids] for score, ids in sorted(selected.items(), reverse=True)}
+    # A calibration report for every representative but the 0-point pairs, whose score is absolute (III-B4).
+    reports = [attempt_id for score, ids in chosen.items() if score > 0 for attempt_id in ids]
+    counted_slots = [entry.slot for entry in params.slots]
+    filled = {
+        slot for slot, draws in synthesis_draws(rows).items() for outcomes in draws.values() if DRAW_KEPT in outcomes
+    }
+    scores = [score for score, ids in chosen.items() for _ in ids]
+    result = {
+        "requirements": len(params.requirements),
+        "targets": params.targets,
+        "m": params.m,
+        "slots": len(counted_slots),
+        "filled": len(filled),
+        "unfilled": [slot for slot in counted_slots if slot not in filled],
+        "outcomes": synthesis_tally(rows),
+        "programs": _count_by_score([p.target for p in programs] + [0] * len(pairs)),
+        "context_disruption": context,
+        "select": params.select,
+        "selection": selection,
+        "selected": {str(score): ids for score, ids in chosen.items()},
+        "reports": reports,
+        "score_entropy": _entropies(scores),
+    }
+    await session.execute(update(Job).where(Job.job_id == job_id).values(result=result))
+    await jobs.add_total(session, job_id, len(reports))
+    await jobs.count_unit_once(session, job_id, SYNTHESIS_FINAL)
 
 
 def _count_by_score(scores: Sequence[int]) -> dict[str, int]:
@@ -783,21 +959,26 @@ async def prepare_calibration(ctx: dict[str, Any], subject: str) -> None:
     runners = _runners(ctx, params.llms)
     stored: dict[str, Any]
     try:
-        report = await build_calibration_report(
-            program_id=attempt_id,
-            requirement=inputs[0],
-            code=inputs[1],
-            language=inputs[2],
-            target_score=target,
-            parent_id=inputs[3],
-            parent_code=parent_code,
-            rules=rules,
-            execution=stored_execution,
-            runner=runners[0] if isinstance(runners, list) and runners and target > 0 else None,
-            static_analysis=static,
-            calibrated_score=calibrated,
+        built = await cancel.watch_of(ctx).run(
+            job_id,
+            build_calibration_report(
+                program_id=attempt_id,
+                requirement=inputs[0],
+                code=inputs[1],
+                language=inputs[2],
+                target_score=target,
+                parent_id=inputs[3],
+                parent_code=parent_code,
+                rules=rules,
+                execution=stored_execution,
+                runner=runners[0] if isinstance(runners, list) and runners and target > 0 else None,
+                static_analysis=static,
+                calibrated_score=calibrated,
+            ),
         )
-        stored = {"calibration_report": report.model_dump(mode="json", exclude={"calibrated_score"})}
+        if isinstance(built, cancel.Stopped):
+            return  # the job was cancelled: its provider call ended with it
+        stored = {"calibration_report": built.model_dump(mode="json", exclude={"calibrated_score"})}
     except Exception as exc:  # noqa: BLE001 - recorded (GET .../calibration says why): the job still ends
         log.exception("calibration report of %s for job %s failed", attempt_id, job_id)
         stored = {"calibration_report_error": type(exc).__name__}

@@ -172,6 +172,9 @@ def test_quotas_round_trip_through_the_keys_api(admin: httpx.Client, tenant_clie
         "running_executions": None,
         "queued_reports": None,
         "judge_tokens_per_day": 1000,
+        "queued_pairs": None,
+        "judgments_per_request": None,
+        "judgments_per_day": None,
     }
     listed = {k["key_id"]: k for k in admin.get("/v1/keys").json()}
     assert listed[created["key_id"]]["quotas"] == created["quotas"]
