@@ -25,6 +25,7 @@ from executor.languages import LanguageSpec, Toolchain, get_language, toolchain
 from services.fuzzing.score import TimeoutRule
 from services.kernel.contracts import Checker, ExecutionResult, Language, Limits, Mode, TestCase, TestResult, Verdict
 from services.kernel.fair import FairSlots
+from services.kernel.text import clean_text
 from services.sandbox.jail import (
     INSIDE_ID,
     JAIL_PROGRAM_DIR,
@@ -203,7 +204,7 @@ class Executor:
             verdict=verdict,
             passed=sum(o.status == Verdict.AC for o in outcomes),
             total=len(outcomes),
-            compile_output=compile_output,
+            compile_output=clean_text(compile_output),
             tests=list(outcomes),
             toolchain=tools.key,
             build_cached=cached,
@@ -428,9 +429,11 @@ def _decide(
         memory_kb=result.memory_kb,
         public=test.public,
         exit_code=result.exit_code,
-        stdout=stdout[:STDOUT_EXCERPT].encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
-        stderr=stderr,
-        message=message[:MESSAGE_CAP],
+        # What the program and the harness wrote is stored and answered: valid UTF-8 without NUL, within the caps
+        # (cleaning never lengthens text). A candidate's exception text may hold lone surrogates (`'\udc80'`).
+        stdout=clean_text(stdout[:STDOUT_EXCERPT].encode("utf-8", "surrogateescape")),
+        stderr=clean_text(stderr),
+        message=clean_text(message[:MESSAGE_CAP]),
     )
 
 
@@ -537,7 +540,7 @@ def _failed(
         verdict=verdict,
         passed=0,
         total=total,
-        compile_output=output,
+        compile_output=clean_text(output),
         tests=[],
         toolchain=toolchain_key,
         build_cached=cached,

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gateway.responses import CleanJSONResponse
 from services.kernel.attempts import SubmissionError
 
 PROBLEM_JSON = "application/problem+json"
@@ -94,7 +95,8 @@ def problem_response(
         body["errors"] = errors
     if extensions:
         body.update({k: v for k, v in extensions.items() if k not in body})
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    # Clean: a detail may quote a request's path or a stored name.
+    return CleanJSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
 def _validation_errors(exc: RequestValidationError) -> tuple[int, list[dict[str, Any]]]:

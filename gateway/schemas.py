@@ -35,6 +35,7 @@ def _check_source_size(value: str) -> str:
         raise ValueError(f"source is {size} bytes; the limit is {limit}")
     if not value.strip():
         raise ValueError("source is empty")
+from services.kernel.text import first_unclean
     return value
 
 
@@ -45,6 +46,10 @@ SourceCode = Annotated[
 ]
 
 
+    if "\x00" in value:
+        # Stored text holds no NUL (PostgreSQL refuses it), and no language here takes one in a program: Python
+        # refuses it, gcc skips it. Refused, so that what runs is always exactly what was sent.
+        raise ValueError(f"source holds a NUL character (at character {value.index(chr(0))})")
 def within_limit(items: list[Any], limit: int, noun: str, per: str) -> list[Any]:
     """Refuse a list longer than a configured limit, before any work starts."""
     if len(items) > limit:
@@ -72,8 +77,17 @@ def fail_at(model: str, loc: tuple[str | int, ...], msg: str, value: Any = None)
 
 
 def json_problem(value: Any) -> str | None:
-    """Why a JSON value cannot be accepted (nested deeper than MAX_JSON_DEPTH, NaN or an infinity), else None.
-    Iterative, and it stops at the depth limit, so a hostile body costs no more than a legitimate one."""
+    """Why a JSON value cannot be accepted (nested deeper than MAX_JSON_DEPTH, NaN or an infinity, text holding a
+    lone surrogate such as `"\\ud800"`, which is no Unicode text), else None. Iterative, and it stops at the depth
+    limit, so a hostile body costs no more than a legitimate one."""
+    problem = _shape_problem(value)
+    if problem is None and (unclean := first_unclean(value)) is not None:
+        path, msg = unclean
+        problem = ".".join(str(part) for part in path) + f": {msg}" if path else msg
+    return problem
+
+
+def _shape_problem(value: Any) -> str | None:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()

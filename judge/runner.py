@@ -13,6 +13,7 @@ from judge.rubrics import RubricSpec
 from services.kernel import telemetry
 from services.kernel.contracts import JudgmentOutput, JudgmentStatus
 from services.kernel.judges import LLMJudge
+from services.kernel.text import clean_json, clean_text
 from services.llm import Failure, LLMMetrics, LLMRequest, Message, ResponseCache, Runner
 
 JUDGE_TELEMETRY = LLMMetrics(
@@ -57,22 +58,22 @@ class LLMRunner:
         if isinstance(result, Failure):
             return JudgmentOutput(
                 status=JudgmentStatus.FAILED,
-                raw_response=result.content,
+                raw_response=_clean(result.content),
                 requested_model=result.requested_model,
-                served_model=result.served_model,
+                served_model=_clean(result.served_model),
                 tries=result.tries,
                 request_hash=result.request_hash,
-                error=result.reason,
+                error=clean_text(result.reason),
             )
         p_ac, score = rubric.headline(result.fields)
         return JudgmentOutput(
             status=JudgmentStatus.OK,
-            fields=result.fields,
+            fields=clean_json(result.fields, keep_nul=False),
             p_ac=p_ac,
             score=score,
-            raw_response=result.content,
+            raw_response=clean_text(result.content),
             requested_model=result.requested_model,
-            served_model=result.served_model,
+            served_model=_clean(result.served_model),
             tries=result.tries,
             latency_ms=result.latency_ms,
             tokens_in=result.tokens_in,
@@ -80,3 +81,9 @@ class LLMRunner:
             request_hash=result.request_hash,
             from_cache=result.from_cache,
         )
+
+
+def _clean(text: str | None) -> str | None:
+    """An endpoint's text as stored and answered: valid UTF-8 without NUL (services/kernel/text.py). A reply's JSON
+    may spell lone surrogates (`"\\udc80"`) or NUL (`"\\u0000"`) in its rationale, its content or its model name."""
+    return None if text is None else clean_text(text)

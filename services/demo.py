@@ -13,6 +13,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -351,6 +352,19 @@ def _cell(row: dict[str, Any], key: str) -> str:
     return f"{cell['value']:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
+# A link an answer gives (a report's `html` and `plots`) is a path on the API's own origin.
+_SAME_ORIGIN_LINK = re.compile(r"/v1/[A-Za-z0-9_./-]*")
+
+
+def follow_link(client: httpx.Client, link: str) -> httpx.Response:
+    """GET a link an answer gave, with the client's key: only a path on the API's own origin (`/v1/...`). Anything
+    else (an absolute URL, `//host/...`, a backslash, `..`) is refused rather than sent the key."""
+    parts = urllib.parse.urlsplit(link)
+    if parts.scheme or parts.netloc or ".." in link or not _SAME_ORIGIN_LINK.fullmatch(link):
+        raise ValueError(f"not following {link!r}: the demo follows only links on the API's own origin")
+    return client.get(link)
+
+
 def judge_quality_report(client: httpx.Client, out: Path) -> None:
     """Ask the metrics worker how well each judge predicts the verdicts; print the table, save the HTML page."""
     with console.status("computing the judge-quality report (2,000 problem-clustered resamples) ..."):
@@ -370,7 +384,7 @@ def judge_quality_report(client: httpx.Client, out: Path) -> None:
     for row in report["result"]["tables"]["metrics"]["rows"]:
         table.add_row(row["judge"], row["condition"], str(row["n"]), *(_cell(row, c) for c in columns))
     console.print(table)
-    out.write_text(client.get(report["html"]).text)
+    out.write_text(follow_link(client, report["html"]).text)
     console.print(f"report page: {out.resolve()}  (JSON: {report['report_id']}; ROC and reliability plots inside)")
 
 
@@ -438,7 +452,7 @@ def perturbation_act(client: httpx.Client, finished: list[dict[str, Any]], out: 
     for row in report["result"]["tables"]["perturbation"]["rows"]:
         result.add_row(row["judge"], str(row["mutants"]), str(row["primary"]), *(_cell(row, c) for c in columns))
     console.print(result)
-    out.write_text(client.get(report["html"]).text)
+    out.write_text(follow_link(client, report["html"]).text)
     console.print(f"perturbation report page: {out.resolve()}  (shift plot inside)")
     return operator_bugs
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
 
 from gateway import quotas
 from gateway.deps import SessionDep, SubmitKey
+from gateway.responses import CleanJSONResponse
 from gateway.schemas import ExecutionIn
 from services.kernel import jobs, queue
 from services.kernel.contracts import TERMINAL_JOB_STATUSES, JobKind, JobStatus
@@ -34,13 +34,13 @@ async def execute(body: ExecutionIn, principal: SubmitKey, session: SessionDep) 
     try:
         await queue.enqueue(Task.EXECUTE_DIRECT, job_id, tenant=principal.tenant)
     except Exception:  # noqa: BLE001 - the reconciler enqueues it from the database later
-        return JSONResponse({"job_id": job_id, "status": JobStatus.QUEUED}, status_code=202)
+        return CleanJSONResponse({"job_id": job_id, "status": JobStatus.QUEUED}, status_code=202)
     if body.wait and await queue.wait_for(Task.EXECUTE_DIRECT, job_id, get_settings().wait_timeout_s):
         session.expire_all()
         finished = await session.get(Job, job_id)
         if finished is not None and finished.status in TERMINAL_JOB_STATUSES:
-            return JSONResponse(_result(finished), status_code=200)
-    return JSONResponse({"job_id": job_id, "status": JobStatus.QUEUED}, status_code=202)
+            return CleanJSONResponse(_result(finished), status_code=200)
+    return CleanJSONResponse({"job_id": job_id, "status": JobStatus.QUEUED}, status_code=202)
 
 
 def _result(job: Job) -> dict[str, Any]:

@@ -79,7 +79,9 @@ async def get(report_id: str, principal: ReadKey, session: SessionDep, request: 
     report = await _own(session, report_id, principal.tenant)
     job = await session.get(Job, report.job_id)
     names = (await session.scalars(select(ReportPlot.name).where(ReportPlot.report_id == report_id))).all()
-    base = str(request.url_for("get_report", report_id=report_id)).rstrip("/")
+    # Links relative to the API's own origin: never built from the request's Host header, which the client chose
+    # (a forged Host would make a client that follows the link send its key elsewhere).
+    base = request.scope.get("root_path", "") + request.app.url_path_for("get_report", report_id=report_id)
     return {
         "report_id": report.report_id,
         "kind": report.kind,

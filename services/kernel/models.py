@@ -24,6 +24,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from services.kernel.contracts import AttemptStatus, JobStatus
+from services.kernel.text import clean_json, clean_text
 
 
 def utcnow() -> datetime:
@@ -52,8 +53,53 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value
 
 
+# Every text and JSON column cleans what it stores (services/kernel/text.py): the last line of defence behind the
+# cleaning where text enters (the executor's decoding of a jail's output, the judge's of an LLM's answer), so that no
+# value can fail a write or, once stored, a read. Each decorates the type the migrations create (no schema change).
+
+
+class CleanText(TypeDecorator[str]):
+    """TEXT that holds only valid UTF-8 without NUL (PostgreSQL's text refuses NUL; no UTF-8 encoder takes a lone
+    surrogate). Comparisons bind through it too, so a NUL in a path or query compares as what would be stored."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return None if value is None else clean_text(value)
+
+
+class CleanString(TypeDecorator[str]):
+    """VARCHAR(n), cleaned like CleanText: identifiers from a path, a query or a body bind as what would be stored."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return None if value is None else clean_text(value)
+
+
+class CleanJSON(TypeDecorator[Any]):
+    """JSON whose strings (keys included) are valid Unicode, on the way in and on the way out: a lone surrogate
+    escape (`"\\udc80"`) is valid JSON text that SQLite and PostgreSQL's `json` store as written, but it reads
+    back as a `str` no response can encode. NUL (`"\\u0000"`) is kept: it is data (a test's input), and `json`
+    keeps it (`jsonb` would not: moving to jsonb means cleaning NUL here too)."""
+
+    impl = JSON
+    cache_ok = True
+    # As JSON's own (none_as_null=False): a Python None is stored as JSON null, exactly as before.
+    should_evaluate_none = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        return clean_json(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        # Rows written before this cleaning existed may hold lone surrogate escapes.
+        return clean_json(value)
+
+
 class Base(DeclarativeBase):
-    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: UTCDateTime()}
+    type_annotation_map = {dict[str, Any]: CleanJSON, list[Any]: CleanJSON, datetime: UTCDateTime()}
 
 
 class ApiKey(Base):
@@ -61,13 +107,13 @@ class ApiKey(Base):
 
     __tablename__ = "api_key"
 
-    key_id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    tenant: Mapped[str] = mapped_column(String(100), index=True)
-    name: Mapped[str] = mapped_column(String(200), default="")
-    scopes: Mapped[list[Any]] = mapped_column(JSON)
+    key_id: Mapped[str] = mapped_column(CleanString(40), primary_key=True)
+    key_hash: Mapped[str] = mapped_column(CleanString(64), unique=True)
+    tenant: Mapped[str] = mapped_column(CleanString(100), index=True)
+    name: Mapped[str] = mapped_column(CleanString(200), default="")
+    scopes: Mapped[list[Any]] = mapped_column(CleanJSON)
     # The key's limits (services/kernel/ratelimit.py QUOTA_NAMES); null, or a null member: the configured default.
-    quotas: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    quotas: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 
@@ -79,18 +125,18 @@ class Problem(Base):
     __table_args__ = (UniqueConstraint("tenant", "problem_id", name="uq_problem_tenant_problem_id"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    tenant: Mapped[str] = mapped_column(String(100))
-    problem_id: Mapped[str] = mapped_column(String(200))
-    title: Mapped[str] = mapped_column(Text, default="")
-    statement: Mapped[str] = mapped_column(Text)
-    mode: Mapped[str] = mapped_column(String(16), default="stdio")
-    entry_point: Mapped[str | None] = mapped_column(String(200), default=None)
-    tests: Mapped[list[Any]] = mapped_column(JSON)
-    checker: Mapped[dict[str, Any]] = mapped_column(JSON)
-    limits: Mapped[dict[str, Any]] = mapped_column(JSON)
-    references: Mapped[list[Any]] = mapped_column(JSON, default=list)
-    input_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
-    content_hash: Mapped[str] = mapped_column(String(64))
+    tenant: Mapped[str] = mapped_column(CleanString(100))
+    problem_id: Mapped[str] = mapped_column(CleanString(200))
+    title: Mapped[str] = mapped_column(CleanText, default="")
+    statement: Mapped[str] = mapped_column(CleanText)
+    mode: Mapped[str] = mapped_column(CleanString(16), default="stdio")
+    entry_point: Mapped[str | None] = mapped_column(CleanString(200), default=None)
+    tests: Mapped[list[Any]] = mapped_column(CleanJSON)
+    checker: Mapped[dict[str, Any]] = mapped_column(CleanJSON)
+    limits: Mapped[dict[str, Any]] = mapped_column(CleanJSON)
+    references: Mapped[list[Any]] = mapped_column(CleanJSON, default=list)
+    input_spec: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
+    content_hash: Mapped[str] = mapped_column(CleanString(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -107,36 +153,36 @@ class Attempt(Base):
         Index("ix_attempt_parent", "parent_attempt_id"),
     )
 
-    attempt_id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    attempt_uid: Mapped[str | None] = mapped_column(String(200), default=None)
-    tenant: Mapped[str] = mapped_column(String(100))
+    attempt_id: Mapped[str] = mapped_column(CleanString(40), primary_key=True)
+    attempt_uid: Mapped[str | None] = mapped_column(CleanString(200), default=None)
+    tenant: Mapped[str] = mapped_column(CleanString(100))
     problem_pk: Mapped[int] = mapped_column(ForeignKey("problem.id"))
-    language: Mapped[str] = mapped_column(String(16))
-    source_code: Mapped[str] = mapped_column(Text)
-    source_hash: Mapped[str] = mapped_column(String(64))
-    content_hash: Mapped[str] = mapped_column(String(64))
-    participant: Mapped[str | None] = mapped_column(String(200), default=None)
+    language: Mapped[str] = mapped_column(CleanString(16))
+    source_code: Mapped[str] = mapped_column(CleanText)
+    source_hash: Mapped[str] = mapped_column(CleanString(64))
+    content_hash: Mapped[str] = mapped_column(CleanString(64))
+    participant: Mapped[str | None] = mapped_column(CleanString(200), default=None)
     turn: Mapped[int | None] = mapped_column(Integer, default=None)
     submitted_at: Mapped[datetime | None] = mapped_column(default=None)
-    context: Mapped[str | None] = mapped_column(Text, default=None)
-    label: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
-    judges: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
-    conditions: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    context: Mapped[str | None] = mapped_column(CleanText, default=None)
+    label: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
+    judges: Mapped[list[Any] | None] = mapped_column(CleanJSON, default=None)
+    conditions: Mapped[list[Any] | None] = mapped_column(CleanJSON, default=None)
     repeats: Mapped[int] = mapped_column(Integer, default=1)
     # Perturbation provenance: a mutant is an attempt with a parent and the operator that made it.
     parent_attempt_id: Mapped[str | None] = mapped_column(ForeignKey("attempt.attempt_id"), default=None)
-    operator: Mapped[str | None] = mapped_column(String(100), default=None)
-    arm: Mapped[str | None] = mapped_column(String(16), default=None)
+    operator: Mapped[str | None] = mapped_column(CleanString(100), default=None)
+    arm: Mapped[str | None] = mapped_column(CleanString(16), default=None)
     severity: Mapped[float | None] = mapped_column(Float, default=None)
     guard_context: Mapped[bool | None] = mapped_column(Boolean, default=None)
     # A mutant's record: seed, site, diff, and what verification found (services/perturb).
-    mutation: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
-    job_id: Mapped[str | None] = mapped_column(String(40), default=None, index=True)
-    status: Mapped[str] = mapped_column(String(16), default=AttemptStatus.QUEUED)
+    mutation: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
+    job_id: Mapped[str | None] = mapped_column(CleanString(40), default=None, index=True)
+    status: Mapped[str] = mapped_column(CleanString(16), default=AttemptStatus.QUEUED)
     # The stages it goes through, in order (contracts.Stage), and the one it is at (None once it has ended).
-    pipeline: Mapped[list[Any]] = mapped_column(JSON, default=list)
-    stage: Mapped[str | None] = mapped_column(String(16), default=None)
-    verdict: Mapped[str | None] = mapped_column(String(4), default=None)
+    pipeline: Mapped[list[Any]] = mapped_column(CleanJSON, default=list)
+    stage: Mapped[str | None] = mapped_column(CleanString(16), default=None)
+    verdict: Mapped[str | None] = mapped_column(CleanString(4), default=None)
     passed: Mapped[int | None] = mapped_column(Integer, default=None)
     total: Mapped[int | None] = mapped_column(Integer, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -152,12 +198,12 @@ class Execution(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     attempt_id: Mapped[str] = mapped_column(ForeignKey("attempt.attempt_id", ondelete="CASCADE"))
     run: Mapped[int] = mapped_column(Integer, default=0)
-    verdict: Mapped[str] = mapped_column(String(4))
+    verdict: Mapped[str] = mapped_column(CleanString(4))
     passed: Mapped[int] = mapped_column(Integer)
     total: Mapped[int] = mapped_column(Integer)
-    compile_output: Mapped[str] = mapped_column(Text, default="")
-    tests: Mapped[list[Any]] = mapped_column(JSON)
-    toolchain: Mapped[str] = mapped_column(String(200), default="")
+    compile_output: Mapped[str] = mapped_column(CleanText, default="")
+    tests: Mapped[list[Any]] = mapped_column(CleanJSON)
+    toolchain: Mapped[str] = mapped_column(CleanString(200), default="")
     build_cached: Mapped[bool] = mapped_column(Boolean, default=False)
     duration_ms: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -171,25 +217,25 @@ class Judgment(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     attempt_id: Mapped[str] = mapped_column(ForeignKey("attempt.attempt_id", ondelete="CASCADE"), index=True)
-    judge: Mapped[str] = mapped_column(String(100))
-    condition: Mapped[str] = mapped_column(String(16))
+    judge: Mapped[str] = mapped_column(CleanString(100))
+    condition: Mapped[str] = mapped_column(CleanString(16))
     repeat: Mapped[int] = mapped_column(Integer, default=0)
-    status: Mapped[str] = mapped_column(String(8))
-    rubric: Mapped[str] = mapped_column(String(40), default="")
-    prompt_version: Mapped[str] = mapped_column(String(40), default="")
-    fields: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    status: Mapped[str] = mapped_column(CleanString(8))
+    rubric: Mapped[str] = mapped_column(CleanString(40), default="")
+    prompt_version: Mapped[str] = mapped_column(CleanString(40), default="")
+    fields: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
     p_ac: Mapped[float | None] = mapped_column(Float, default=None)
     score: Mapped[float | None] = mapped_column(Float, default=None)
-    raw_response: Mapped[str | None] = mapped_column(Text, default=None)
-    requested_model: Mapped[str | None] = mapped_column(String(200), default=None)
-    served_model: Mapped[str | None] = mapped_column(String(200), default=None)
-    provenance: Mapped[str | None] = mapped_column(String(16), default=None)
+    raw_response: Mapped[str | None] = mapped_column(CleanText, default=None)
+    requested_model: Mapped[str | None] = mapped_column(CleanString(200), default=None)
+    served_model: Mapped[str | None] = mapped_column(CleanString(200), default=None)
+    provenance: Mapped[str | None] = mapped_column(CleanString(16), default=None)
     tries: Mapped[int] = mapped_column(Integer, default=0)
     latency_ms: Mapped[int | None] = mapped_column(Integer, default=None)
     tokens_in: Mapped[int | None] = mapped_column(Integer, default=None)
     tokens_out: Mapped[int | None] = mapped_column(Integer, default=None)
-    request_hash: Mapped[str | None] = mapped_column(String(64), default=None)
-    error: Mapped[str | None] = mapped_column(Text, default=None)
+    request_hash: Mapped[str | None] = mapped_column(CleanString(64), default=None)
+    error: Mapped[str | None] = mapped_column(CleanText, default=None)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
 
@@ -198,9 +244,9 @@ class JudgeResponseCache(Base):
 
     __tablename__ = "judge_response_cache"
 
-    cache_key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    content: Mapped[str] = mapped_column(Text)
-    served_model: Mapped[str | None] = mapped_column(String(200), default=None)
+    cache_key: Mapped[str] = mapped_column(CleanString(64), primary_key=True)
+    content: Mapped[str] = mapped_column(CleanText)
+    served_model: Mapped[str | None] = mapped_column(CleanString(200), default=None)
     tokens_in: Mapped[int | None] = mapped_column(Integer, default=None)
     tokens_out: Mapped[int | None] = mapped_column(Integer, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -212,7 +258,7 @@ class JobUnit(Base):
     __tablename__ = "job_unit"
 
     job_id: Mapped[str] = mapped_column(ForeignKey("job.job_id", ondelete="CASCADE"), primary_key=True)
-    unit: Mapped[str] = mapped_column(String(300), primary_key=True)
+    unit: Mapped[str] = mapped_column(CleanString(300), primary_key=True)
 
 
 class SimilarityPair(Base):
@@ -223,19 +269,19 @@ class SimilarityPair(Base):
 
     job_id: Mapped[str] = mapped_column(ForeignKey("job.job_id", ondelete="CASCADE"), primary_key=True)
     ordinal: Mapped[int] = mapped_column(Integer, primary_key=True)
-    pair_key: Mapped[str] = mapped_column(String(200))  # the client's id of the pair (LoCaL's `id`)
+    pair_key: Mapped[str] = mapped_column(CleanString(200))  # the client's id of the pair (LoCaL's `id`)
     problem_pk: Mapped[int | None] = mapped_column(ForeignKey("problem.id"), default=None)
-    mode: Mapped[str] = mapped_column(String(16))
-    entry_point: Mapped[str | None] = mapped_column(String(200), default=None)
-    reference_language: Mapped[str] = mapped_column(String(16))
-    reference_source: Mapped[str] = mapped_column(Text)
-    candidate_language: Mapped[str] = mapped_column(String(16))
-    candidate_source: Mapped[str] = mapped_column(Text)
-    input_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
-    labels: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)  # client fields carried through
-    status: Mapped[str] = mapped_column(String(16), default="queued")  # queued | scored | failed
-    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
-    error: Mapped[str | None] = mapped_column(Text, default=None)
+    mode: Mapped[str] = mapped_column(CleanString(16))
+    entry_point: Mapped[str | None] = mapped_column(CleanString(200), default=None)
+    reference_language: Mapped[str] = mapped_column(CleanString(16))
+    reference_source: Mapped[str] = mapped_column(CleanText)
+    candidate_language: Mapped[str] = mapped_column(CleanString(16))
+    candidate_source: Mapped[str] = mapped_column(CleanText)
+    input_spec: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
+    labels: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)  # client fields carried through
+    status: Mapped[str] = mapped_column(CleanString(16), default="queued")  # queued | scored | failed
+    result: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
+    error: Mapped[str | None] = mapped_column(CleanText, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
 
@@ -245,13 +291,13 @@ class Report(Base):
 
     __tablename__ = "report"
 
-    report_id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    tenant: Mapped[str] = mapped_column(String(100), index=True)
-    kind: Mapped[str] = mapped_column(String(40))
-    params: Mapped[dict[str, Any]] = mapped_column(JSON)
-    job_id: Mapped[str] = mapped_column(String(40))
-    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
-    html: Mapped[str | None] = mapped_column(Text, default=None)
+    report_id: Mapped[str] = mapped_column(CleanString(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(CleanString(100), index=True)
+    kind: Mapped[str] = mapped_column(CleanString(40))
+    params: Mapped[dict[str, Any]] = mapped_column(CleanJSON)
+    job_id: Mapped[str] = mapped_column(CleanString(40))
+    result: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
+    html: Mapped[str | None] = mapped_column(CleanText, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
 
@@ -262,7 +308,7 @@ class ReportPlot(Base):
     __tablename__ = "report_plot"
 
     report_id: Mapped[str] = mapped_column(ForeignKey("report.report_id", ondelete="CASCADE"), primary_key=True)
-    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    name: Mapped[str] = mapped_column(CleanString(100), primary_key=True)
     png: Mapped[bytes] = mapped_column(LargeBinary)
 
 
@@ -272,15 +318,15 @@ class Job(Base):
     __tablename__ = "job"
     __table_args__ = (Index("ix_job_status_created", "status", "created_at"),)
 
-    job_id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    tenant: Mapped[str] = mapped_column(String(100), index=True)
-    kind: Mapped[str] = mapped_column(String(40))
-    status: Mapped[str] = mapped_column(String(16), default=JobStatus.QUEUED)
+    job_id: Mapped[str] = mapped_column(CleanString(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(CleanString(100), index=True)
+    kind: Mapped[str] = mapped_column(CleanString(40))
+    status: Mapped[str] = mapped_column(CleanString(16), default=JobStatus.QUEUED)
     progress_done: Mapped[int] = mapped_column(Integer, default=0)
     progress_total: Mapped[int] = mapped_column(Integer, default=0)
-    params: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
-    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
-    error: Mapped[str | None] = mapped_column(Text, default=None)
+    params: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
+    result: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
+    error: Mapped[str | None] = mapped_column(CleanText, default=None)
     tries: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
