@@ -53,7 +53,6 @@ MESSAGE_CAP = 300
 # A cancelled execute keeps its slot until the jail it started is really gone (SIGTERM to nsjail).
 _CANCEL_WAIT_S = 5.0
 _HARNESS_SOURCE = Path(__file__).parent / "harness" / "function_runner.py"
-_DIFF_HARNESS_SOURCE = Path(__file__).parent / "harness" / "diff_runner.py"
 # The Python program's path inside a run's jail, and the file its syntax is checked as.
 _PYTHON_MAIN = "main.py"
 _KNOWN_BUILDS = 4096
@@ -87,7 +86,6 @@ class Executor:
         self._builds = BuildCache(visible / "builds", self._sandbox, build_limits or BuildLimits.from_settings())
         self.builds_root = self._builds.root
         self._harness = install_readable(visible / "harness", _HARNESS_SOURCE)
-        install_readable(visible / "harness", _DIFF_HARNESS_SOURCE)  # beside it: it imports function_runner
         # Test runs happen in pre-made jails (services/sandbox/warm.py): one kind per (limits, language, mode),
         # as many ready as there are slots.
         self._sandbox.enable_warm(
@@ -227,8 +225,10 @@ class Executor:
         timeout_rule: TimeoutRule = "paper",
         checker: Checker = DEFAULT_CHECKER,
         limits: Limits = DEFAULT_LIMITS,
+        test_positions: Sequence[Sequence[int]] | None = None,
     ) -> DifferentialResult:
-        """Differential fuzzing of a (reference, candidate) pair, each side in its own jail: see
+        """Differential fuzzing of a (reference, candidate) pair, each program run as its tests are (`limits`: the
+        problem's); `test_positions` marks, per repetition, the inputs that are the problem's own tests. See
         executor/differential.py. Raises ValueError for requests that cannot be executed."""
         return await _differential.differential(
             self,
@@ -246,6 +246,7 @@ class Executor:
             timeout_rule=timeout_rule,
             checker=checker,
             limits=limits,
+            test_positions=test_positions,
         )
 
     # --- building -----------------------------------------------------------------------------------
@@ -327,20 +328,7 @@ class Executor:
                 stdin = json.dumps(request).encode("utf-8", "surrogatepass")
             else:
                 stdin = str(test.input or "").encode("utf-8", "surrogatepass")
-            profile = JailProfile(
-                cpu_time_s=limits.cpu_time_s,
-                wall_time_s=limits.wall_time_s,
-                memory_mb=limits.memory_mb,
-                # Function mode: one more process, the harness's supervisor beside the candidate.
-                processes=limits.processes + lang.extra_processes + int(function_mode),
-                readonly_mounts=lang.extra_readonly_mounts,
-                with_harness=function_mode,
-                # Every test runs in a reusable jail (services/sandbox/warm.py): the zygote forks the run into
-                # fresh namespaces; a Python program runs in that fork of the warm interpreter, anything else is
-                # exec'd there.
-                warm=True,
-            )
-            argv = lang.run_argv(main=program.main, memory_mb=limits.memory_mb, function_mode=function_mode)
+            profile, argv = test_run_plan(lang, program.main, mode, limits)
             output_limit = limits.output_kb * 1024
             async with self._slots:
                 result = await self._jailed(
@@ -391,6 +379,25 @@ class Executor:
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
+
+
+def test_run_plan(lang: LanguageSpec, main: str, mode: Mode, limits: Limits) -> tuple[JailProfile, list[str]]:
+    """The jail and the command of one test run. Differential fuzzing runs programs with exactly these
+    (executor/differential.py), so that nothing a program can see tells a fuzzing run from a test run."""
+    function_mode = mode == Mode.FUNCTION
+    profile = JailProfile(
+        cpu_time_s=limits.cpu_time_s,
+        wall_time_s=limits.wall_time_s,
+        memory_mb=limits.memory_mb,
+        # Function mode: one more process, the harness's supervisor beside the candidate.
+        processes=limits.processes + lang.extra_processes + int(function_mode),
+        readonly_mounts=lang.extra_readonly_mounts,
+        with_harness=function_mode,
+        # Every test runs in a reusable jail (services/sandbox/warm.py): the zygote forks the run into fresh
+        # namespaces; a Python program runs in that fork of the warm interpreter, anything else is exec'd there.
+        warm=True,
+    )
+    return profile, lang.run_argv(main=main, memory_mb=limits.memory_mb, function_mode=function_mode)
 
 
 def _decide(

@@ -31,9 +31,12 @@ the platform's or the author's fault, never the candidate's), internal (a bug in
 import builtins
 import json
 import os
+import resource
+import select
 import signal
 import struct
 import sys
+import time
 
 RESULT_FD = 4
 # Bounds on what crosses a trust boundary: one message between the two processes (inside the jail), the result
@@ -293,8 +296,9 @@ def _candidate_main(calls, replies, program):
 
 
 def _exception_data(exc):
-    """[type name, message, the built-in classes it derives from]: what crosses the boundary of an exception
-    the candidate raised."""
+    """[type name, message, the built-in classes it derives from, the type's module, its qualified name]: what
+    crosses the boundary of an exception the candidate raised (differential fuzzing matches two exceptions by
+    module and qualified name)."""
     try:
         if isinstance(exc, SystemExit):
             detail = str(exc.code)
@@ -304,8 +308,13 @@ def _exception_data(exc):
             detail = str(exc)
     except BaseException:
         detail = ""
-    bases = [cls.__name__ for cls in type(exc).__mro__ if cls.__module__ == "builtins"][:20]
-    return [type(exc).__name__[:100], _cap(detail), bases]
+    kind = type(exc)
+    bases = [cls.__name__ for cls in kind.__mro__ if cls.__module__ == "builtins"][:20]
+    try:
+        module, qualname = _cap(str(kind.__module__)), _cap(str(kind.__qualname__))
+    except BaseException:
+        module, qualname = "", ""
+    return [kind.__name__[:100], _cap(detail), bases, module, qualname]
 
 
 # --- the supervisor ------------------------------------------------------------------------------------------
@@ -351,12 +360,17 @@ def _valid_reply(reply):
             return reply
         if key == "value":  # any JSON: decode_value checks it where it is used
             return reply
-        if key in ("raised", "raised_importing") and type(value) is list and len(value) == 3:
-            name, detail, bases = value
-            if type(name) is str and type(detail) is str and type(bases) is list and len(bases) <= 20:
-                if all(type(base) is str for base in bases):
-                    return reply
+        if key in ("raised", "raised_importing") and _exception_shaped(value):
+            return reply
     raise CandidateGone(_UNREADABLE)
+
+
+def _exception_shaped(value):
+    """Whether `value` has the shape of _exception_data's answer."""
+    if type(value) is not list or len(value) != 5 or not all(type(part) is str for part in value[:2] + value[3:]):
+        return False
+    bases = value[2]
+    return type(bases) is list and len(bases) <= 20 and all(type(base) is str for base in bases)
 
 
 class _Candidate:
@@ -451,8 +465,8 @@ class _Candidate:
         return {"status": "died", "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1}
 
     def stop(self):
-        """Kill the candidate's process and reap it, so its CPU time is in this process's rusage, which nsjail's
-        wait4 (the executor's CPU figure) includes."""
+        """Kill the candidate's process and reap it before the report. (The executor reads the test's CPU time, every
+        process of the run included, from the jail's cgroup: it counts whether or not anyone waited for it.)"""
         if self.pid is not None:
             try:
                 os.kill(self.pid, signal.SIGKILL)
@@ -480,7 +494,7 @@ def _rebuilt_exception(data):
     """The candidate's exception as the nearest built-in class it derives from (statistics.StatisticsError is
     caught by `except ValueError`), except StopIteration and StopAsyncIteration (see _NOT_REBUILT); a class with
     no nearer built-in base than Exception or BaseException becomes CandidateError or CandidateBaseError."""
-    name, message, bases = data
+    name, message, bases = data[:3]
     described = _cap(name + (": " + message if message else ""))
     for base in bases:
         kind = getattr(builtins, base, None)
@@ -502,7 +516,7 @@ def _rebuilt_exception(data):
 
 
 def _error_status(data, where=""):
-    name, detail, bases = data
+    name, detail, bases = data[:3]
     if name == "SystemExit":
         return {"status": "error", "message": _cap("the program called exit(" + detail + ")" + where)}
     if "KeyError" in bases:
@@ -513,9 +527,11 @@ def _error_status(data, where=""):
 
 def json_data(value, depth=0):
     """An argument test's return value as the JSON data the executor compares: tuples, ranges, deques and iterators
-    become lists, dicts (OrderedDict too) objects with string keys (a non-string key as its JSON text). Runs here,
-    inside the jail, so expanding a huge range costs the jail's limits, not the executor's. Raises ValueError for
-    values JSON has no form for (sets, bytes, complex numbers, integers of more than MAX_INT_DIGITS digits)."""
+    become lists, dicts (OrderedDict too) objects. Runs here, inside the jail, so expanding a huge range costs the
+    jail's limits, not the executor's. Raises ValueError for values JSON has no form for (sets, bytes, complex
+    numbers, integers of more than MAX_INT_DIGITS digits, and dicts with a key that is not a str: a JSON object's
+    keys are strings, so {1: 'a'} or {True: 'a'} is not {"1": "a"}, and turning keys into text would make
+    {1: 'a', '1': 'b'} one key)."""
     if depth > MAX_DEPTH:
         raise ValueError("a value nested more than " + str(MAX_DEPTH) + " levels deep")
     if value is None or type(value) in (bool, str):
@@ -534,9 +550,12 @@ def json_data(value, depth=0):
     if isinstance(value, dict):
         converted = {}
         for key, item in value.items():
-            if key is not None and type(key) not in (str, int, float, bool):
-                raise ValueError("a dict key of type " + type(key).__name__ + ", which JSON has no form for")
-            converted[key if type(key) is str else json.dumps(json_data(key))] = json_data(item, depth + 1)
+            if type(key) is not str:
+                raise ValueError(
+                    "a dict with a key of type " + type(key).__name__ + ", which JSON has no form for (its keys are "
+                    "strings; use a code test to compare other keys)"
+                )
+            converted[key] = json_data(item, depth + 1)
         return converted
     raise ValueError("a " + type(value).__name__ + ", which JSON has no form for")
 
@@ -632,8 +651,13 @@ def _supervise(program):
         os._exit(0)
     os.close(calls_r)
     os.close(replies_w)
-    with open(0, "rb", closefd=False) as stdin:
-        request = json.loads(stdin.read())
+    # The mode is in the data: a test's request is one line; a fuzzing request's first line says so, and the
+    # inputs follow it, one a line (read as they are needed). The candidate's process was made before either.
+    stdin = open(0, "rb", closefd=False)
+    request = json.loads(stdin.readline())
+    if type(request) is dict and "fuzz" in request:
+        _fuzz(_Timed(pid, calls_w, replies_r), request, stdin)
+    stdin.close()
     os.close(0)
     os.open(os.devnull, os.O_RDONLY)
     entry_point = request["entry_point"]
@@ -659,6 +683,242 @@ def _supervise(program):
         result = gone.status
     candidate.stop()  # reaped before the report: its CPU time must count
     _report(result)
+
+
+# --- fuzzing: the same candidate process, answering a batch of inputs ------------------------------------------
+# Differential fuzzing (executor/differential.py) runs a program exactly as a test run does: this file, the same
+# argv, jail and candidate process, made the same way before the request is read. Only the request differs, which
+# the candidate never sees: its first line is {"entry_point": f, "fuzz": {...options}}, and each further line is
+# one input's encoded arguments. The supervisor sends them one call at a time, in the very message a test's call
+# is, and forwards each reply unread to the host, which decodes and compares it. A run answers a *segment* of a
+# repetition: it ends when the inputs do, or when a clock or the candidate's end calls for a fresh run (the host
+# then starts one for the rest), so every candidate process is one a test run could have made.
+#
+# Result frames on RESULT_FD (4-byte big-endian length, then a tag byte and JSON), written by this process only:
+#   H {"loaded": bool, "message": str, "load_s": s}   once, after the program was imported (or failed to be)
+#   R <the candidate's reply, as it sent it>           per input answered
+#   M [code, ...]                                      per input the supervisor answers for (FUZZ_* below)
+#   E {"stopped": why, "elapsed": s}                   last: done | budget | cut | ended | internal
+# `cut`: the run stopped before the next input (its clock, its CPU share, or a call it had to interrupt that was
+# not its first): the host runs the rest in a fresh run. `ended`: the candidate's process ended (a marker says
+# how). `budget`: the repetition's time budget ran out.
+FUZZ_TIMED_OUT, FUZZ_TOO_LARGE, FUZZ_DIED, FUZZ_SIDE_CAP = 2, 5, 11, 14
+# A run stops before the next input once the candidate's process, or this one, has used this share of RLIMIT_CPU
+# (the test's CPU limit, the same for both): the next run's candidate starts from zero.
+_CPU_SHARE = 0.5
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class _Timed:
+    """The candidate as the fuzzing loop sees it: calls sent as bytes, replies read as bytes before a deadline."""
+
+    def __init__(self, pid, calls, replies):
+        self.pid = pid
+        self.calls = calls
+        self.replies = replies
+        self.buffer = bytearray()
+        self.poller = select.poll()
+        self.poller.register(replies, select.POLLIN)
+        self.stat = os.open("/proc/" + str(pid) + "/stat", os.O_RDONLY | os.O_CLOEXEC)
+        self.status = None
+        self.eof = False
+
+    def send(self, data):
+        try:
+            _write_all(self.calls, _HEADER.pack(len(data)) + data)
+            return True
+        except OSError:
+            return False
+
+    def receive(self, deadline, cap):
+        """("reply", bytes) | ("large",) | ("timeout",) | ("gone",): one reply frame, a frame over `cap` bytes
+        (skipped), the deadline, or the candidate's end of the pipe."""
+        if not self._fill(_HEADER.size, deadline):
+            return self._why()
+        (size,) = _HEADER.unpack_from(self.buffer)
+        del self.buffer[: _HEADER.size]
+        if size > cap:
+            while size:
+                if not self._fill(1, deadline):
+                    return self._why()
+                dropped = min(size, len(self.buffer))
+                del self.buffer[:dropped]
+                size -= dropped
+            return ("large",)
+        if not self._fill(size, deadline):
+            return self._why()
+        data = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return ("reply", data)
+
+    def _fill(self, size, deadline):
+        self.eof = False
+        while len(self.buffer) < size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if not self.poller.poll(max(1, int(remaining * 1000) + 1)):
+                continue
+            chunk = os.read(self.replies, 65536)
+            if not chunk:
+                self.eof = True
+                return False
+            self.buffer += chunk
+        return True
+
+    def _why(self):
+        return ("gone",) if self.eof else ("timeout",)
+
+    def load(self, entry_point, deadline):
+        """None once the program is imported and defines the function, else why not (as a test says it)."""
+        if not self.send(_dumps({"entry_point": entry_point})):
+            return "the program's process ended while loading"
+        got = self.receive(deadline, MAX_MESSAGE_BYTES)
+        if got[0] == "timeout":
+            return "loading the program took too long"
+        if got[0] != "reply":
+            return "the program's process ended while loading"
+        try:
+            reply = _valid_reply(loads_limited(got[1]))
+        except (ValueError, CandidateGone):
+            return "the program's process sent an unreadable reply while loading"
+        if "ready" in reply:
+            return None
+        if "missing" in reply:
+            return _cap("the program does not define a function " + repr(reply["missing"]))
+        if "raised_importing" in reply:
+            name, detail = reply["raised_importing"][:2]
+            return _cap(name + (": " + detail if detail else ""))
+        return "the program's process sent an unreadable reply while loading"
+
+    def cpu_s(self):
+        """The candidate's CPU time so far (also readable once it ended, until it is reaped)."""
+        try:
+            fields = os.pread(self.stat, 1024, 0).rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+    def reap(self):
+        """Wait for the candidate's process (which ended) and say how: (exit code, signal)."""
+        if self.status is None:
+            _, status = os.waitpid(self.pid, 0)
+            if os.WIFSIGNALED(status):
+                self.status = (None, os.WTERMSIG(status))
+            else:
+                self.status = (os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1, None)
+        return self.status
+
+    def stop(self):
+        if self.status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.reap()
+
+
+def _dumps(value):
+    return json.dumps(value, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+class _FuzzOutput:
+    """Frames to the host, written as they come (nothing accumulates here); replies bounded by `room` bytes."""
+
+    def __init__(self, room):
+        self.room = room
+
+    def frame(self, tag, data):
+        _write_all(RESULT_FD, _HEADER.pack(len(data) + 1) + tag + data)
+
+    def reply(self, data):
+        if len(data) > self.room:
+            self.mark([FUZZ_SIDE_CAP])
+            return
+        self.room -= len(data)
+        self.frame(b"R", data)
+
+    def mark(self, marker):
+        self.frame(b"M", _dumps(marker))
+
+
+def _fuzz(candidate, request, stdin):
+    """Answer one segment of a repetition (see above), then end the run. Never returns."""
+    out = None
+    try:
+        started = time.monotonic()
+        options = request["fuzz"]
+        timeout = float(options["timeout"])
+        stop_at = started + float(options["stop_after"])
+        reply_cap = int(options["reply_cap"])
+        out = _FuzzOutput(int(options["result_cap"]))
+        soft, _ = resource.getrlimit(resource.RLIMIT_CPU)
+        cpu_cap = float("inf") if soft == resource.RLIM_INFINITY else _CPU_SHARE * soft
+        error = candidate.load(str(request["entry_point"]), min(stop_at, started + float(options["load_timeout"])))
+        ready = time.monotonic()
+        out.frame(b"H", _dumps({"loaded": error is None, "message": error or "", "load_s": ready - started}))
+        budget_from = started if options["count_load"] else ready
+        stopped = _fuzz_inputs(candidate, out, stdin, error is None, timeout, budget_from + float(options["budget"]),
+                               stop_at, reply_cap, soft, cpu_cap)  # fmt: skip
+        candidate.stop()  # reaped before the end frame: its CPU time is the run's
+        out.frame(b"E", _dumps({"stopped": stopped, "elapsed": time.monotonic() - budget_from}))
+    except BaseException as exc:
+        candidate.stop()
+        if out is not None:
+            out.frame(b"E", _dumps({"stopped": "internal", "message": _describe(exc)}))
+    _flush()
+    os._exit(0)
+
+
+def _fuzz_inputs(candidate, out, stdin, loaded, timeout, budget_end, stop_at, reply_cap, soft, cpu_cap):
+    """Send the inputs one call at a time; the reason the segment stopped."""
+    if not loaded:
+        return "ended"
+    first = True
+    while True:
+        line = stdin.readline().rstrip(b"\n")
+        if not line:
+            return "done"
+        now = time.monotonic()
+        if now >= budget_end:
+            return "budget"
+        if not first and now >= stop_at:
+            return "cut"
+        # The very bytes of a test's call message (_call_message, _frame): {"args":[...],"kwargs":[]}.
+        if not candidate.send(b'{"args":' + line + b',"kwargs":[]}'):
+            got = ("gone",)
+        else:
+            got = candidate.receive(min(now + timeout, budget_end, stop_at), reply_cap)
+        if got[0] == "reply":
+            out.reply(got[1])
+        elif got[0] == "large":
+            out.mark([FUZZ_TOO_LARGE])
+        elif got[0] == "timeout":
+            now = time.monotonic()
+            if now >= budget_end:
+                return "budget"
+            if now < stop_at or first:
+                out.mark([FUZZ_TIMED_OUT])  # its own clock; or a first call that had all a run allows
+                return "ended"
+            return "cut"  # interrupted by the run's clock: the next run starts with it
+        else:
+            used = candidate.cpu_s()
+            code, signum = candidate.reap()
+            if soft != resource.RLIM_INFINITY and (signum == signal.SIGXCPU or used >= soft - 0.05):
+                if not first:
+                    return "cut"  # its process had used its CPU before this call: a fresh one tries it
+                out.mark([FUZZ_TIMED_OUT])
+            else:
+                out.mark([FUZZ_DIED, code, signum])
+            return "ended"
+        first = False
+        if candidate.cpu_s() >= cpu_cap or _own_cpu_s() >= cpu_cap:
+            return "cut"
+
+
+def _own_cpu_s():
+    times = os.times()
+    return times.user + times.system
 
 
 def _code_test(candidate, compiled, code, entry_point):

@@ -1,7 +1,8 @@
-"""Red-team tests of differential fuzzing (executor/differential.py, executor/harness/diff_runner.py,
-services/fuzzing): each test plays a hostile tenant and asserts the SAFE behaviour: no score above what the
-candidate's behaviour earns, nothing of the platform in a result, no hang or crash of the host side, derivation and
-generation bounded. A test marked xfail documents a hole that is still open (see its reason)."""
+"""Red-team tests of differential fuzzing (executor/differential.py, the fuzzing section of
+executor/harness/function_runner.py, services/fuzzing): each test plays a hostile tenant and asserts the SAFE
+behaviour: no score above what the candidate's behaviour earns, nothing of the platform in a result, no hang or
+crash of the host side, derivation and generation bounded. A test marked xfail documents a hole that is still open
+(see its reason)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from executor.differential import (
     Outcome,
     _render,
     outcome_of,
-    parse_side,
+    parse_segment,
     values_same,
 )
 from executor.run import Executor
@@ -27,7 +28,7 @@ from services.fuzzing import SpecError, derive_spec, generate_inputs, generate_r
 from services.fuzzing.score import TimeoutRule
 from services.fuzzing.spec import MAX_TOTAL_INPUT_BYTES
 from services.kernel.contracts import Checker, Limits, Mode, TestCase
-from tests.executor.conftest import dispose, make_executor, our_cgroups, processes_of
+from tests.executor.conftest import dispose, make_executor, our_cgroups, processes_of, settle
 
 SANDBOX_UID = 64131
 LIMITS = Limits(cpu_time_s=2, wall_time_s=10, memory_mb=256, output_kb=64, processes=16)
@@ -38,8 +39,14 @@ MODULUS = 2**61 - 1  # hash(k * MODULUS) == 0 for every int k
 # --- the host's decoder, without a jail ---------------------------------------------------------------------
 
 
-def reply(*parts: Any) -> bytes:
-    return json.dumps(list(parts), separators=(",", ":")).encode()
+def reply(node: Any) -> bytes:
+    """A candidate's reply carrying a returned value (function_runner._candidate_main)."""
+    return json.dumps({"value": node}, separators=(",", ":")).encode()
+
+
+def raised(module: str, qualname: str) -> bytes:
+    name = qualname.rsplit(".", 1)[-1]
+    return json.dumps({"raised": [name, "", ["BaseException"], module, qualname]}).encode()
 
 
 def test_hash_flooded_set_or_dict_is_refused_before_it_is_built() -> None:
@@ -55,37 +62,40 @@ def test_hash_flooded_set_or_dict_is_refused_before_it_is_built() -> None:
         [{"set": colliding}],  # nested
         {"set": [{"tuple": [x]} for x in colliding]},  # tuples of colliding ints collide too
     ):
-        assert outcome_of(reply(0, node), stdio=False).kind == "bad", str(node)[:60]
+        assert outcome_of(reply(node)).kind == "bad", str(node)[:60]
     # Ordinary data with a few equal hashes (hash(-1) == hash(-2)) is still a value.
-    assert outcome_of(reply(0, {"set": [-1, -2, *range(100)]}), stdio=False) == Outcome("value", {-1, -2, *range(100)})
+    assert outcome_of(reply({"set": [-1, -2, *range(100)]})) == Outcome("value", {-1, -2, *range(100)})
 
 
 def test_decoder_bombs_and_malformed_replies_are_bad_not_crashes() -> None:
-    deep = b"[0," + b"[" * 100_000 + b"]" * 100_000 + b"]"
-    huge_int = reply(0, {"int": "f" * 200_000})  # 800,000 bits: decodes (hex is exempt from the digit limit)
+    deep = b'{"value":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    huge_int = reply({"int": "f" * 200_000})  # 800,000 bits: decodes (hex is exempt from the digit limit)
     frames = {
         "deep": deep,
-        "json digits": b"[0," + b"9" * 5000 + b"]",  # a JSON number over Python's 4300-digit limit
+        "json digits": b'{"value":' + b"9" * 5000 + b"}",  # a JSON number over Python's 4300-digit limit
         "not json": b"\xff\xfe[0,1",
-        "empty list": b"[]",
-        "code not int": reply("0", 1),
-        "raised non-str": reply(1, 5, None),
-        "unknown code": reply(99),
-        "bad hex": reply(0, {"int": "zz"}),
-        "bad tag": reply(0, {"pickle": "gASV"}),
-        "two keys": reply(0, {"set": [], "tuple": []}),
-        "unhashable in set": reply(0, {"set": [[1]]}),
-        "unhashable key": reply(0, {"dict": [[[1], 2]]}),
-        "bad range": reply(0, {"range": [0, 1, 0]}),
+        "empty object": b"{}",
+        "a list": b'["value",1]',
+        "two keys": b'{"value":1,"raised":[]}',
+        "raised non-str": json.dumps({"raised": [5, "", [], None, "E"]}).encode(),
+        "raised short": json.dumps({"raised": ["ValueError", "", []]}).encode(),
+        "unknown key": b'{"bogus":1}',
+        "not data": b'{"not_data":"a socket"}',
+        "bad hex": reply({"int": "zz"}),
+        "bad tag": reply({"pickle": "gASV"}),
+        "two tags": reply({"set": [], "tuple": []}),
+        "unhashable in set": reply({"set": [[1]]}),
+        "unhashable key": reply({"dict": [[[1], 2]]}),
+        "bad range": reply({"range": [0, 1, 0]}),
     }
     for name, frame in frames.items():
-        assert outcome_of(frame, stdio=False).kind == "bad", name
-    big = outcome_of(huge_int, stdio=False)
+        assert outcome_of(frame).kind == "bad", name
+    big = outcome_of(huge_int)
     assert big.kind == "value" and big.value.bit_length() == 800_000
     assert len(_render(big, 1.0)) <= TEXT_CAP
     # An exception claimed with a 1 MiB module name is rendered capped.
-    raised = outcome_of(reply(1, "m" * (1 << 20), "E"), stdio=False)
-    assert len(_render(raised, 1.0)) <= TEXT_CAP
+    claimed = outcome_of(raised("m" * (1 << 20), "E"))
+    assert len(_render(claimed, 1.0)) <= TEXT_CAP
 
 
 def test_equality_rules_give_no_free_match() -> None:
@@ -102,45 +112,47 @@ def test_equality_rules_give_no_free_match() -> None:
     assert not values_same("1", 1, None) and not values_same(b"a", "a", None)
     assert not values_same(None, [], None) and not values_same(0, [], None)
     # Iterators only equal iterators, both ways, even inside sets where Python's == decides.
-    iterated = outcome_of(reply(0, {"iter": [1, 2]}), stdio=False).value
+    iterated = outcome_of(reply({"iter": [1, 2]})).value
     assert not values_same(iterated, (1, 2), None) and not values_same((1, 2), iterated, None)
     assert not values_same({iterated}, {(1, 2)}, None) and not values_same({(1, 2)}, {iterated}, None)
     # Exceptions: the exact (module, qualified name) pair, so a look-alike class is another type.
-    ref = outcome_of(reply(1, "builtins", "ValueError"), stdio=False)
-    fake = outcome_of(reply(1, "solution", "ValueError"), stdio=False)
+    ref = outcome_of(raised("builtins", "ValueError"))
+    fake = outcome_of(raised("solution", "ValueError"))
     assert ref.kind == fake.kind == "raised" and ref.value != fake.value
+    # A MemoryError is running out of memory, which never matches, whoever claims it.
+    assert outcome_of(raised("builtins", "MemoryError")).kind == "crash"
 
 
-def frame(data: Any) -> bytes:
-    body = data if isinstance(data, bytes) else json.dumps(data).encode()
+def frame(tag: bytes, data: Any) -> bytes:
+    body = tag + (data if isinstance(data, bytes) else json.dumps(data).encode())
     return struct.pack(">I", len(body)) + body
 
 
-def test_side_reports_that_lie_or_break_are_read_safely() -> None:
-    counts = [2, 2]
-    good = [
-        frame({"loaded": True, "message": ""}),
-        frame({"rep": 0, "elapsed": 0.1, "timed_out": False, "frames": 2, "restarts": 0}),
-        frame(reply(0, 1)),
-        frame(reply(0, 2)),
-    ]
-    # Truncated in the middle of a frame, a frame count beyond the repetition's N, a wrong repetition number,
-    # a huge declared length, garbage: never an exception, never more repetitions than reported.
+def test_segment_reports_that_lie_or_break_are_read_safely() -> None:
+    head = frame(b"H", {"loaded": True, "message": "", "load_s": 0.01})
+    good = [head, frame(b"R", reply(1)), frame(b"M", [2]), frame(b"E", {"stopped": "ended", "elapsed": 0.1})]
+    parsed = parse_segment(b"".join(good), 2)
+    assert (parsed.loaded, parsed.stopped, [o.kind for o in parsed.outcomes]) == (True, "ended", ["value", "timeout"])
+    # Truncated in the middle of a frame, more outcomes than the run's inputs, a huge declared length, an unknown
+    # tag, an end frame that is not one, garbage: never an exception, never more outcomes than inputs, and no
+    # `stopped` unless the end frame is well formed.
     cases = [
         b"".join(good)[:-3],
-        b"".join(good[:1]) + frame({"rep": 0, "elapsed": 0.1, "timed_out": False, "frames": 3, "restarts": 0}),
-        b"".join(good[:1]) + frame({"rep": 1, "elapsed": 0.1, "timed_out": False, "frames": 0, "restarts": 0}),
-        b"".join(good[:1]) + struct.pack(">I", 0xFFFFFFFF) + b"x" * 100,
-        b"".join(good[:1]) + frame(b"\xff" * 10),
-        b"".join(good[:1]) + frame({"rep": 0, "elapsed": "x", "timed_out": False, "frames": 0, "restarts": 0}),
-        frame({"loaded": "yes"}),
+        head + frame(b"R", reply(1)) * 5,
+        head + struct.pack(">I", 0xFFFFFFFF) + b"x" * 100,
+        head + frame(b"X", b"\xff" * 10),
+        head + frame(b"E", {"stopped": "done", "elapsed": "x"}),
+        head + frame(b"E", {"stopped": "done", "elapsed": float("nan")}),
+        head + frame(b"E", b"\xff"),
+        frame(b"H", {"loaded": "yes"}),
+        frame(b"R", reply(1)),
         b"",
     ]
     for data in cases:
-        report = parse_side(data, counts)
-        assert not report.complete
-        assert len(report.repetitions) <= 1
-        assert len(report.message) <= MESSAGE_CAP
+        segment = parse_segment(data, 2)
+        assert segment.stopped is None
+        assert len(segment.outcomes) <= 2
+        assert len(segment.message) <= MESSAGE_CAP
 
 
 # --- derivation: the reference's source and the problem's tests, parsed outside the jail ----------------------
@@ -258,8 +270,11 @@ def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Executor]:
 def nothing_left(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if "executor" in request.fixturenames:
-        assert processes_of(SANDBOX_UID) == []
-        assert our_cgroups() == []
+        # Fuzzing runs in the pre-made jails tests run in: those waiting for a run are the only ones left.
+        executor = request.getfixturevalue("executor")
+        settle(executor)
+        assert processes_of(SANDBOX_UID, executor) == []
+        assert our_cgroups(executor) == []
 
 
 async def diff(
@@ -290,11 +305,11 @@ async def diff(
     )
 
 
-# The worker's reply encoder, replaced at import time (the worker binds it after loading the program): every
-# reply is a set of 40,000 distinct ints sharing one hash value, about 1 MiB, just under the reply cap.
+# The candidate process's reply encoder, replaced at import time (it looks it up for each reply): every reply is a
+# set of 40,000 distinct ints sharing one hash value, about 1 MiB, just under the reply cap.
 HASH_FLOOD = r"""
 import sys
-runner = sys.modules["function_runner"]
+runner = sys.modules["__main__"]  # the harness, as a test run has it
 M = 2**61 - 1
 FLOOD = {"set": [M * k for k in range(1, 40001)]}
 runner.encode_value = lambda value, *a, **k: FLOOD
