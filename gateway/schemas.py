@@ -21,7 +21,17 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from services.kernel.contracts import Checker, Condition, Language, Limits, Mode, TestCase, Verdict
+from services.kernel.contracts import (
+    AttemptStatus,
+    Checker,
+    Condition,
+    JobStatus,
+    Language,
+    Limits,
+    Mode,
+    TestCase,
+    Verdict,
+)
 from services.kernel.keys import Scope
 from services.kernel.ratelimit import MAX_QUOTA
 from services.kernel.settings import get_settings
@@ -368,7 +378,7 @@ class AttemptOut(BaseModel):
     attempt_uid: str | None
     problem_id: str
     language: str
-    status: str
+    status: AttemptStatus = Field(description="`cancelled`: its job was cancelled before it ended (an extension).")
     verdict: str | None
     passed: int | None
     total: int | None
@@ -401,7 +411,7 @@ class AttemptPage(BaseModel):
 class JobOut(BaseModel):
     job_id: str
     kind: str
-    status: str
+    status: JobStatus
     progress: dict[str, int]
     error: str | None
     result: dict[str, Any] | None
