@@ -281,7 +281,7 @@ async def judge_attempt(ctx: dict[str, Any], subject: str) -> None:
             attempt = await attempts.claim(session, attempt_id, Stage.JUDGE)
             if attempt is None:
                 return  # past this stage, ended, or cancelled
-            unit_job = attempt.job_id
+            unit_job, tenant = attempt.job_id, attempt.tenant
             conditions = list(attempt.conditions or settings.default_conditions)
             plan = Plan(list(attempt.judges or []), conditions, attempt.repeats)
         else:
@@ -302,7 +302,7 @@ async def judge_attempt(ctx: dict[str, Any], subject: str) -> None:
             await jobs.count_unit_once(session, job_id, attempt_id)
             return
         moved, following = await attempts.finish_stage(session, attempt_id, Stage.JUDGE)
-    await attempts.after_stage(attempt_id, moved, following, tenant=attempt.tenant)
+    await attempts.after_stage(attempt_id, moved, following, tenant=tenant)
 
 
 async def _startup(ctx: dict[str, Any]) -> None:

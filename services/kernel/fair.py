@@ -33,8 +33,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections import deque
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix
@@ -278,7 +279,7 @@ async def adopt(redis: ArqRedis, queue_name: str, job_id: str, tenant: str) -> b
 
 async def owner(redis: ArqRedis, queue_name: str, job_id: str) -> str | None:
     """The tenant a job is listed under, if any."""
-    value = await redis.hget(f"{prefix(queue_name)}owner", job_id)
+    value = await cast(Awaitable[bytes | None], redis.hget(f"{prefix(queue_name)}owner", job_id))
     return None if value is None else _text(value)
 
 

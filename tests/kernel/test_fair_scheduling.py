@@ -93,7 +93,7 @@ async def _workers(
     workers: list[Worker] = [
         Worker(poll_delay=0.02, **common)
         if plain_arq
-        else WakeableWorker(kind="fair-test", poll_delay=0.02, heartbeat_s=1.0, **common)
+        else WakeableWorker(kind="fair-test", poll_delay=0.02, heartbeat_s=5.0, **common)
         for _ in range(count)
     ]
     running = [asyncio.create_task(worker.async_run()) for worker in workers]
@@ -190,7 +190,9 @@ async def test_three_tenants_interleave(pool: ArqRedis, redis_url: str) -> None:
     first = [tenant for tenant, *_ in starts.rows[:60]]
     for end in range(1, 61):
         counts = [first[:end].count(t) for t in "ABC"]
-        assert max(counts) - min(counts) <= 1, f"after {end} starts: {dict(zip('ABC', counts, strict=True))}"
+        # Claimed in strict turn; two units claimed one after the other may start in either order (each start is a
+        # few Redis round trips after its claim), so a prefix may be one ahead: 2, not 1.
+        assert max(counts) - min(counts) <= 2, f"after {end} starts: {dict(zip('ABC', counts, strict=True))}"
     # Within a tenant, in arq's order: oldest first (units queued in the same millisecond by job id).
     for tenant in "ABC":
         started = [(score, f"{queue}:{t}-{index}") for t, index, _, score, *_ in starts.rows if t == tenant]
