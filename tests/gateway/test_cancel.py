@@ -243,6 +243,9 @@ def test_a_cancelled_batch_of_endless_loops_stops_within_seconds(
     assert job["progress"] == cancelled["progress"] == {"done": 0, "total": 12}
     assert _eventually(lambda: _none_queued(queues, [(Task.EXECUTE_ATTEMPT, a) for a in ids])) == []
     assert queues.exists(cancelled_key(job_id))
+    # The reconciler (every 1 s, for work older than 2 s) puts none of it back.
+    time.sleep(2.5)
+    assert _none_queued(queues, [(Task.EXECUTE_ATTEMPT, a) for a in ids]) == []
     # Listed as cancelled, and a second cancel changes nothing.
     listed = client.get("/v1/attempts", params={"status": "cancelled", "limit": 50}).json()["items"]
     assert sorted(item["attempt_id"] for item in listed) == sorted(ids)
@@ -368,7 +371,11 @@ def test_a_cancelled_similarity_job_stops_its_running_pair_and_runs_no_other(
     table = client.get(f"/v1/similarity/{job_id}").json()
     assert [(p["status"], p["df_score"]) for p in table["pairs"]] == [("cancelled", None)] * 3
     assert _frozen(client, job_id)["progress"] == {"done": 0, "total": 3}
-    assert _eventually(lambda: _none_queued(queues, [(Task.SCORE_PAIR, f"{o}@{job_id}") for o in range(3)])) == []
+    pair_tasks = [(Task.SCORE_PAIR, f"{o}@{job_id}") for o in range(3)]
+    assert _eventually(lambda: _none_queued(queues, pair_tasks)) == []
+    # The two pairs behind the running one left the queue in bulk, never dequeued: arq keeps a result for every
+    # task a worker ran (even one that did nothing), and they have none.
+    assert [queues.exists(f"arq:result:{task_key(t, s)}") for t, s in pair_tasks] == [1, 0, 0]
     # The pair behind them ran nothing: its budget was spent, so it failed on this try, and is not tried again.
     after = wait_job(client, spent, timeout_s=60)
     assert after["status"] == "failed" and "budget" in after["error"], after

@@ -288,3 +288,32 @@ async def test_a_units_own_error_and_result_pass_through(pool: ArqRedis) -> None
         await watch.run(f"job_{uuid.uuid4().hex[:12]}", broken())
     assert await watch.run(None, _Probe(wait_s=0)()) == "value"
     assert watch.running() == {}
+
+
+async def test_a_cancel_names_the_steps_a_synthesis_or_report_job_may_have_queued(sessions: Sessions) -> None:
+    async with sessions() as session:
+        synthesis = jobs.create_job(
+            session,
+            tenant="t",
+            kind=JobKind.SYNTHESIZE,
+            total=2,
+            params={"slots": [{"slot": "r0:t4:0"}, {"slot": "r0:t3:0", "after": ["r0:t4:0"]}]},
+        )
+        direct = jobs.create_job(session, tenant="t", kind=JobKind.EXECUTE_DIRECT, total=1)
+        rejudge = jobs.create_job(session, tenant="t", kind=JobKind.JUDGE, total=2, params={"attempt_ids": ["a", "b"]})
+        await session.commit()
+    found = {}
+    for job in (synthesis, direct, rejudge):
+        async with sessions() as session:
+            loaded = await session.get(Job, job.job_id)
+            assert loaded is not None
+            ended = await cancel.cancel_job(session, loaded)
+            await session.commit()
+        assert ended is not None and ended.job_ids == [job.job_id]
+        found[job.kind] = set(ended.work)
+    assert found[JobKind.SYNTHESIZE] == {
+        (Task.SYNTHESIZE_PROGRAM, f"r0:t4:0:0@{synthesis.job_id}"),  # the first draw of the slot that is due
+        (Task.FINISH_SYNTHESIS, synthesis.job_id),
+    }
+    assert found[JobKind.EXECUTE_DIRECT] == {(Task.EXECUTE_DIRECT, direct.job_id)}
+    assert found[JobKind.JUDGE] == {(Task.JUDGE_ATTEMPT, f"{a}@{rejudge.job_id}") for a in ("a", "b")}
