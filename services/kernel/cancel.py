@@ -42,7 +42,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from services.kernel import attempts, jobs, queue
 from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind, JobStatus, PairStatus
 from services.kernel.models import Job, Report, SimilarityPair, utcnow
-from services.kernel.registry import QUEUE_OF, STAGE_TASK, Task, job_units, pair_subject, synthesis_work
+from services.kernel.registry import (
+    DRAW_CANDIDATE,
+    QUEUE_OF,
+    STAGE_TASK,
+    Task,
+    draw_unit,
+    job_units,
+    pair_subject,
+    synthesis_draws,
+    synthesis_work,
+)
 
 log = logging.getLogger("tribunal.cancel")
 
@@ -61,6 +71,8 @@ _DROP_CHUNK = 1000
 WATCH = "cancel_watch"
 
 QueuedWork = list[tuple[Task, str]]
+# The outcome of a synthesis draw its job's cancel ended (registry.synthesis_tally counts it as such).
+DRAW_CANCELLED = "cancelled"
 
 
 def cancelled_key(job_id: str) -> str:
@@ -130,12 +142,31 @@ async def _own_tasks(session: AsyncSession, job: Job) -> QueuedWork:
             seeds = params.get("attempt_ids", [])
             return [(task, f"{a}@{job.job_id}") for a in seeds for task in (Task.PERTURB_ATTEMPT, Task.JUDGE_ATTEMPT)]
         case JobKind.SYNTHESIZE:
-            work = [(item[0], item[1]) for item in synthesis_work(job, await job_units(session, job.job_id))]
+            rows = await job_units(session, job.job_id)
+            work = [(item[0], item[1]) for item in synthesis_work(job, rows)]
+            await _end_draws(session, job.job_id, rows, work)
             return [*work, (Task.FINISH_SYNTHESIS, job.job_id)]
         case JobKind.REPORT:
             reports = await session.scalars(select(Report.report_id).where(Report.job_id == job.job_id))
             return [(Task.BUILD_REPORT, report_id) for report_id in reports]
     return []
+
+
+async def _end_draws(session: AsyncSession, job_id: str, rows: set[str], work: QueuedWork) -> None:
+    """A synthesis job's draws that had not ended (due to run, running, or their program being executed) end with
+    the outcome `cancelled`, so the job's tally shows none of them as pending."""
+    unended = {
+        (slot, draw)
+        for slot, draws in synthesis_draws(rows).items()
+        for draw, outcomes in draws.items()
+        if outcomes == {DRAW_CANDIDATE}
+    }
+    for task, subject in work:
+        if task == Task.SYNTHESIZE_PROGRAM:
+            slot, _, draw = subject.partition("@")[0].rpartition(":")
+            unended.add((slot, int(draw)))
+    for slot, draw in sorted(unended):
+        await jobs.record_unit(session, job_id, draw_unit(slot, draw, DRAW_CANCELLED))
 
 
 # ---- Redis: telling the workers, dropping what waits ------------------------------------------------------------

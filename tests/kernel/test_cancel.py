@@ -23,7 +23,7 @@ from services.kernel import attempts, cancel, db, jobs, queue
 from services.kernel.attempts import NewAttempt
 from services.kernel.contracts import JobKind, JobStatus, Language, PairStatus, Stage
 from services.kernel.models import Attempt, Job, SimilarityPair
-from services.kernel.registry import QUEUE_OF, Task, pair_subject
+from services.kernel.registry import QUEUE_OF, Task, job_units, pair_subject, synthesis_tally
 from tests.databases import BACKENDS, migrated_database
 from tests.kernel.test_attempts import PROBLEM
 
@@ -290,7 +290,7 @@ async def test_a_units_own_error_and_result_pass_through(pool: ArqRedis) -> None
     assert watch.running() == {}
 
 
-async def test_a_cancel_names_the_steps_a_synthesis_or_report_job_may_have_queued(sessions: Sessions) -> None:
+async def test_a_cancel_names_the_steps_other_kinds_of_job_may_have_queued(sessions: Sessions) -> None:
     async with sessions() as session:
         synthesis = jobs.create_job(
             session,
@@ -315,5 +315,8 @@ async def test_a_cancel_names_the_steps_a_synthesis_or_report_job_may_have_queue
         (Task.SYNTHESIZE_PROGRAM, f"r0:t4:0:0@{synthesis.job_id}"),  # the first draw of the slot that is due
         (Task.FINISH_SYNTHESIS, synthesis.job_id),
     }
+    # The draw that was due ends as a draw the cancel stopped: nothing of the job is left pending.
+    async with sessions() as session:
+        assert synthesis_tally(await job_units(session, synthesis.job_id)) == {"cancelled": 1}
     assert found[JobKind.EXECUTE_DIRECT] == {(Task.EXECUTE_DIRECT, direct.job_id)}
     assert found[JobKind.JUDGE] == {(Task.JUDGE_ATTEMPT, f"{a}@{rejudge.job_id}") for a in ("a", "b")}
