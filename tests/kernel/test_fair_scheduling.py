@@ -235,11 +235,12 @@ async def test_started_jobs_share_slots_tenant_by_tenant(pool: ArqRedis, redis_u
 
 async def test_the_lists_are_empty_once_every_job_ended(pool: ArqRedis, redis_url: str) -> None:
     queue, starts = _queue(), Starts()
-    async with _workers(redis_url, queue, _unit(starts, retry_first={"B"})):
+    async with _workers(redis_url, queue, _unit(starts, retry_first={"B"})) as workers:
         await _enqueue(pool, queue, "A", 10)
         await _enqueue(pool, queue, "B", 2)
-        await _until(lambda: len(starts.rows) == 14, 30, "the units never ended")
-        await asyncio.sleep(3 * COST_S)
+        # Ten of A's, and B's two twice each (their first tries are retried).
+        await _until(lambda: len(starts.rows) == 14 and workers[0].jobs_complete == 12, 30, "the units never ended")
+        await _until(lambda: not workers[0].tasks or all(t.done() for t in workers[0].tasks.values()), 10, "busy")
         assert await pool.zcard(queue) == 0
         assert await _fair_keys(pool, queue) == {
             "tenants": [],
@@ -292,13 +293,12 @@ async def test_a_dead_workers_claims_are_taken_again(
     _start_worker(processes, redis_url, queue, sleep_s=0)
     # Claimed again (try 2) once the dead worker's mark expired, as the same tenant's.
     await _until_redis(pool, f"liveness:{tag}", [b"1", b"2", b"done"], "the dead worker's job was not taken again")
-    await asyncio.sleep(0.5)
-    assert await _fair_keys(pool, queue) == {
-        "tenants": [],
-        "listed": {"A": 0, "B": 0, "C": 0, fair.UNATTRIBUTED: 0},
-        "owner": 0,
-        "running": 0,
-    }
+    # Then it ends for good, and leaves the lists (the worker releases it just after the task returns).
+    empty = {"tenants": [], "listed": {"A": 0, "B": 0, "C": 0, fair.UNATTRIBUTED: 0}, "owner": 0, "running": 0}
+    deadline = time.monotonic() + 10
+    while await _fair_keys(pool, queue) != empty and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert await _fair_keys(pool, queue) == empty
 
 
 async def _until_redis(pool: ArqRedis, key: str, expected: list[bytes], what: str) -> None:
