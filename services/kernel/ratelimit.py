@@ -288,12 +288,12 @@ class Room:
 
 
 async def growth_room(
-    session: AsyncSession, redis: Redis, job: Job, *, judgments_each: int = 0, pairs_each: int = 0
+    session: AsyncSession, redis: Redis | None, job: Job, *, judgments_each: int = 0, pairs_each: int = 0
 ) -> Room:
     """How many more attempts `job` may create now under its owner's caps: queued_attempts against the tenant's
     live attempts; with `pairs_each` (a confirmation pair per program), queued_pairs against its pairs not yet
     scored; with `judgments_each` (judges x conditions x repeats per program), judgments_per_day against the
-    judgments its tenant asked for today."""
+    judgments its tenant asked for today (not without Redis: a step run outside a worker, where no queue is)."""
     quotas = await job_owner_quotas(session, job)
     if quotas is None:
         return Room(UNBOUNDED)
@@ -303,7 +303,7 @@ async def growth_room(
     if pairs_each > 0:
         free = quota_of(quotas, "queued_pairs") - await unscored_pairs(session, job.tenant)
         bounds.append((free // pairs_each, "queued_pairs"))
-    if judgments_each > 0:
+    if judgments_each > 0 and redis is not None:
         free = quota_of(quotas, "judgments_per_day") - await judgments_asked_today(redis, job.tenant)
         bounds.append((free // judgments_each, "judgments_per_day"))
     count, limit = min(bounds, key=lambda bound: bound[0])
@@ -311,10 +311,14 @@ async def growth_room(
 
 
 @contextlib.asynccontextmanager
-async def growth_lock(redis: Redis, tenant: str, *, timeout_s: float = 60.0) -> AsyncIterator[bool]:
+async def growth_lock(redis: Redis | None, tenant: str, *, timeout_s: float = 60.0) -> AsyncIterator[bool]:
     """Held while a worker counts a tenant's room and stores what fits in it, so that two growing jobs (or two
     seeds of one) cannot both take the last of it. Yields False when the lock could not be had within its wait
-    (the caller then waits at the cap and tries again); the lock expires by itself if its holder dies."""
+    (the caller then waits at the cap and tries again); the lock expires by itself if its holder dies. Without
+    Redis (a step run outside a worker, where no other worker is) there is nothing to lock against."""
+    if redis is None:
+        yield True
+        return
     lock = redis.lock(f"{_PREFIX}:grow:{tenant}", timeout=timeout_s, blocking_timeout=timeout_s / 2)
     try:
         acquired = await lock.acquire()

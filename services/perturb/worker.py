@@ -151,7 +151,13 @@ def _text_size(mutants: Sequence[Mutant]) -> int:
 
 
 async def _redis(ctx: dict[str, Any]) -> Any:
-    return ctx.get("redis") or await queue.get_pool()
+    """The worker's Redis (arq's pool); None for a step run outside a worker with no Redis configured."""
+    if ctx.get("redis") is not None:
+        return ctx["redis"]
+    try:
+        return await queue.get_pool()
+    except RuntimeError:  # TRIBUNAL_REDIS_URL unset: no queue, so no other worker to count against
+        return None
 
 
 def _judgments_each(judges: Sequence[str], conditions: Sequence[str], repeats: int = 1) -> int:
@@ -269,7 +275,7 @@ async def perturb_attempt(ctx: dict[str, Any], subject: str) -> None:
             if complete:
                 await jobs.count_unit_once(session, job_id, unit)
             confirmations = await _add_confirmations(session, params, parent, created, complete=complete)
-            if created and each and not room.exempt:
+            if created and each and not room.exempt and redis is not None:
                 await ratelimit.add_judgments(redis, tenant, len(created) * each, None)
     rows = [row for _, row in created]
     await attempts.enqueue_first_stages(rows)
@@ -595,7 +601,7 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
             if new:
                 created.append(row)
                 await jobs.record_unit(session, job_id, draw_unit(slot, draw, DRAW_CANDIDATE))
-                if each and now is not None and not now.exempt:
+                if each and now is not None and not now.exempt and redis is not None:
                     await ratelimit.add_judgments(redis, tenant, each, None)
             else:
                 owner = benchmark_entry(row.mutation, job_id)
@@ -801,7 +807,7 @@ async def finish_synthesis(ctx: dict[str, Any], job_id: str) -> None:
             if new:
                 created.append(row)
         await jobs.add_total(session, job_id, len(created))
-        if created and each and room is not None and not room.exempt:
+        if created and each and room is not None and not room.exempt and redis is not None:
             await ratelimit.add_judgments(redis, tenant, len(created) * each, None)
         if wait_s is None:
             await _write_result(session, job_id, params, rows, programs, plan, pair_ids)

@@ -247,6 +247,31 @@ def test_a_perturbation_waits_at_queued_attempts_and_still_ends_with_every_mutan
     assert view["progress"]["done"] == view["progress"]["total"] == 1 + len(expected)
 
 
+@pytest.mark.timeout(240)
+def test_a_confirmed_perturbation_waits_at_queued_pairs(stack: EmbeddedStack, admin: httpx.Client, keyed: Any) -> None:
+    client, stored = _tenant(admin, keyed, stack, queued_pairs=1)
+    _, seed = _accepted_seed(client)
+    body = {"attempt_ids": [seed["attempt_id"]], "all_sites": True, "confirm": True, "confirm_inputs": 20}
+    response = client.post("/v1/perturbations", json={**body, "confirm_repeats": 1})
+    assert response.status_code == 202, response.text
+    job_id, confirm_id = response.json()["job_id"], response.json()["confirm_job_id"]
+    assert wait_job(client, job_id, timeout_s=220)["status"] == "succeeded"
+    assert wait_job(client, confirm_id, timeout_s=60)["status"] == "succeeded"
+    mutants = client.get(f"/v1/perturbations/{job_id}").json()["mutants"]
+    pairs = fetch_rows(
+        stack.database_url,
+        "SELECT ordinal, pair_key, created_at, finished_at FROM similarity_pair WHERE job_id = :job "
+        "ORDER BY created_at",
+        job=confirm_id,
+    )
+    # One pair per mutant, each once, though the seed's mutants were created over several tries.
+    assert sorted(p["pair_key"] for p in pairs) == sorted(m["attempt_id"] for m in mutants) and len(pairs) >= 5
+    assert len({p["ordinal"] for p in pairs}) == len(pairs)
+    assert all(m["fuzzing"] is not None and m["fuzzing"]["status"] == "scored" for m in mutants)
+    # Under queued_pairs 1, each pair was created once the one before it was scored.
+    _assert_one_live_at_a_time([(_when(p["created_at"]), _when(p["finished_at"])) for p in pairs])
+
+
 def test_a_judged_perturbation_over_judgments_per_request_is_refused(
     stack: EmbeddedStack, admin: httpx.Client, keyed: Any
 ) -> None:
