@@ -506,11 +506,10 @@ async def cancel_live(session: AsyncSession, job_id: str) -> list[str]:
     is no longer live). What earlier stages did (an execution) is kept. The ids it ended, in attempt_id order."""
     where = [Attempt.job_id == job_id, Attempt.status.in_(LIVE_ATTEMPT_STATUSES)]
     if _row_locks(session):
-        # In attempt_id order, as batched claims lock them: two writers of many attempts then never deadlock.
-        ids = list(await session.scalars(_locked(select(Attempt.attempt_id).where(*where), session)))
-        if not ids:
-            return []
-        where.append(Attempt.attempt_id.in_(ids))
+        # Locked first in attempt_id order, as batched claims lock them: two writers of many attempts then never
+        # deadlock. A subquery, not a list of ids: a job may have more live attempts than a statement has
+        # parameters.
+        where.append(Attempt.attempt_id.in_(_locked(select(Attempt.attempt_id).where(*where), session)))
     result = await session.execute(
         update(Attempt)
         .where(*where)

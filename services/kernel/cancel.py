@@ -229,7 +229,8 @@ async def after_commit(cancelled: Cancelled, *, pool: ArqRedis | None = None) ->
         log.info("cancelled %s: %d queued task(s) dropped", ", ".join(cancelled.job_ids), dropped)
     except (RedisError, OSError, RuntimeError) as exc:  # RuntimeError: no Redis configured (queue.get_pool)
         log.warning("could not tell the workers that %s was cancelled (%s)", ", ".join(cancelled.job_ids), exc)
-    await queue.announce_ended(cancelled.attempt_ids, pool=pool)
+    for start in range(0, len(cancelled.attempt_ids), _DROP_CHUNK):
+        await queue.announce_ended(cancelled.attempt_ids[start : start + _DROP_CHUNK], pool=pool)
 
 
 # ---- in a worker process: stopping the units that run --------------------------------------------------------
