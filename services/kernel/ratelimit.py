@@ -283,8 +283,17 @@ class Room:
 
     @property
     def wait_s(self) -> float:
-        base = WAIT_FOR_NEXT_DAY_S if self.limit == "judgments_per_day" else WAIT_AT_CAP_S
-        return min(float(seconds_to_next_utc_day()), base) * random.uniform(1.0, 1.5)  # noqa: S311 - jitter only
+        return next_day_wait_s() if self.limit == "judgments_per_day" else cap_wait_s()
+
+
+def cap_wait_s() -> float:
+    """How long a step at a cap on live work waits before it looks again (jittered, so waiters spread out)."""
+    return WAIT_AT_CAP_S * random.uniform(1.0, 1.5)  # noqa: S311 - jitter only
+
+
+def next_day_wait_s() -> float:
+    """How long a step at a daily limit waits before it looks again: the next UTC day, or a change of the limit."""
+    return min(float(seconds_to_next_utc_day()), WAIT_FOR_NEXT_DAY_S) * random.uniform(1.0, 1.5)  # noqa: S311
 
 
 async def growth_room(
@@ -308,6 +317,14 @@ async def growth_room(
         bounds.append((free // judgments_each, "judgments_per_day"))
     count, limit = min(bounds, key=lambda bound: bound[0])
     return Room(max(0, count), limit)
+
+
+async def job_token_budget(session: AsyncSession, redis: Redis | None, job: Job) -> JudgeTokenBudget | None:
+    """The LLM tokens a job's own LLM calls (synthesis draws, calibration reports) spend: its tenant's
+    judge_tokens_per_day, as the judge worker counts them. None when its owner has no caps or there is no Redis."""
+    if redis is None or await job_owner_quotas(session, job) is None:
+        return None
+    return JudgeTokenBudget(redis, job.tenant, await tenant_judge_token_limit(session, job.tenant))
 
 
 @contextlib.asynccontextmanager

@@ -43,7 +43,7 @@ from services.kernel.contracts import LIVE_JOB_STATUSES, Arm, Condition, JobKind
 from services.kernel.db import session_scope
 from services.kernel.judges import Endpoint, LLMJudge, configured_judges
 from services.kernel.models import Attempt, Execution, Job, JobUnit, Judgment, Problem, SimilarityPair
-from services.kernel.ratelimit import MAX_MUTANTS_PER_SEED
+from services.kernel.ratelimit import MAX_MUTANTS_PER_SEED, JudgeTokenBudget
 from services.kernel.registry import (
     DRAW_CANDIDATE,
     DRAW_KEPT,
@@ -62,7 +62,7 @@ from services.kernel.registry import (
     synthesis_work,
 )
 from services.kernel.settings import get_settings
-from services.llm import DbResponseCache, Runner
+from services.llm import Answer, DbResponseCache, Failure, LLMRequest, Runner
 from services.mutation import Mutant, operators_for
 from services.mutation.axiom_records import benchmark_entry, with_benchmark_entry
 from services.mutation.axiom_rules import load_rules
@@ -148,6 +148,34 @@ _GENERATED_MAX_CHARS = 64 * 1024 * 1024
 
 def _text_size(mutants: Sequence[Mutant]) -> int:
     return sum(len(mutant.source) + len(mutant.diff) for mutant in mutants)
+
+
+class MeteredRunner(Runner):
+    """A runner that adds up the tokens of the answers it got from the provider (not those from the cache): what a
+    synthesis step spends of its tenant's judge_tokens_per_day."""
+
+    def __init__(self, runner: Runner) -> None:  # a view of `runner`: its endpoint, cache and bounds are the inner's
+        self.inner = runner
+        self.tokens = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def run(self, request: LLMRequest) -> Answer | Failure:
+        answer = await self.inner.run(request)
+        if isinstance(answer, Answer) and not answer.from_cache:
+            self.tokens += (answer.tokens_in or 0) + (answer.tokens_out or 0)
+        return answer
+
+
+async def _spend(budget: JudgeTokenBudget | None, runners: Sequence[MeteredRunner]) -> None:
+    tokens = sum(runner.tokens for runner in runners)
+    if budget is None or tokens <= 0:
+        return
+    try:
+        await budget.spend(tokens)
+    except Exception:  # noqa: BLE001 - a count missed is logged; the judge worker's own checks stand
+        log.warning("could not count %d LLM tokens of tenant %s", tokens, budget.tenant, exc_info=True)
 
 
 async def _redis(ctx: dict[str, Any]) -> Any:
@@ -523,6 +551,7 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
     pool: list[Attempt] = []
     redis = await _redis(ctx)
     wait_s: float | None = None
+    budget: JudgeTokenBudget | None = None
     async with session_scope() as session:
         job = await _live_synthesis(session, job_id)
         if job is None:
@@ -542,8 +571,11 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
         else:
             await jobs.mark_running(session, job_id)
             room = await ratelimit.growth_room(session, redis, job, judgments_each=each)
+            budget = await ratelimit.job_token_budget(session, redis, job)
             if room.count < 1:
                 wait_s = room.wait_s
+            elif budget is not None and await budget.exhausted():
+                wait_s = ratelimit.next_day_wait_s()  # the LLM tokens of the day are spent: ask nothing more
             else:
                 problem = await session.get(Problem, requirement.problem_pk)
                 pool = await _requirement_pool(
@@ -567,7 +599,11 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
         if isinstance(runners, str):
             outcome = Rejection(FailureKind.PROVIDER, runners)
         else:
-            drawn = await cancel.watch_of(ctx).run(job_id, synthesize(runners, parent, target, RULES, seed))
+            metered = [MeteredRunner(runner) for runner in runners]
+            try:
+                drawn = await cancel.watch_of(ctx).run(job_id, synthesize(metered, parent, target, RULES, seed))
+            finally:
+                await _spend(budget, metered)
             if isinstance(drawn, cancel.Stopped):
                 return  # the job was cancelled: its provider call ended with it
             outcome = drawn
@@ -961,8 +997,17 @@ async def prepare_calibration(ctx: dict[str, Any], subject: str) -> None:
         static = await _static_analysis(session, attempt_id)
         inputs = (problem.statement, program.source_code, program.language, program.parent_attempt_id if own else None)
         calibrated = (entry.get("calibration") or {}).get("score")
+        # Its LLM quality report spends the tenant's judge tokens: with the day's spent, it waits for the next.
+        budget = await ratelimit.job_token_budget(session, await _redis(ctx), job) if target > 0 else None
+        if budget is not None and await budget.exhausted():
+            wait_s: float | None = ratelimit.next_day_wait_s()
+        else:
+            wait_s = None
+    if wait_s is not None:
+        await ratelimit.wait_at_cap(ctx, wait_s)
     rules = [RULES.get(rule_id) for rule_id in entry.get("rules", []) if rule_id in {r.id for r in RULES.rules}]
     runners = _runners(ctx, params.llms)
+    metered = [MeteredRunner(runners[0])] if isinstance(runners, list) and runners and target > 0 else []
     stored: dict[str, Any]
     try:
         built = await cancel.watch_of(ctx).run(
@@ -977,11 +1022,12 @@ async def prepare_calibration(ctx: dict[str, Any], subject: str) -> None:
                 parent_code=parent_code,
                 rules=rules,
                 execution=stored_execution,
-                runner=runners[0] if isinstance(runners, list) and runners and target > 0 else None,
+                runner=metered[0] if metered else None,
                 static_analysis=static,
                 calibrated_score=calibrated,
             ),
         )
+        await _spend(budget, metered)
         if isinstance(built, cancel.Stopped):
             return  # the job was cancelled: its provider call ended with it
         stored = {"calibration_report": built.model_dump(mode="json", exclude={"calibrated_score"})}

@@ -93,6 +93,10 @@ class Stored:
         key = f"tribunal:quota:judgments:{self.tenant}:{datetime.now(UTC).date().isoformat()}"
         return int(self.redis.get(key) or 0)
 
+    def judge_tokens_today(self) -> int:
+        key = f"tribunal:quota:judge_tokens:{self.tenant}:{datetime.now(UTC).date().isoformat()}"
+        return int(self.redis.get(key) or 0)
+
     def refused(self, response: httpx.Response, limit: str, value: int, before: dict[str, Any]) -> dict[str, Any]:
         """The response is the quota's 429, and nothing of the request is stored or queued."""
         problem = _assert_quota_problem(response, limit, value)
@@ -415,6 +419,39 @@ def test_synthesis_programs_are_attempts_under_queued_attempts(
     intervals = _live_intervals(stack, job_id)
     assert len(intervals) == len(made)
     _assert_one_live_at_a_time(intervals)
+    # Its LLM calls (draws and calibration reports) spent the tenant's judge tokens.
+    assert stored.judge_tokens_today() > 0
+
+
+def test_synthesis_waits_while_the_tenants_llm_tokens_are_spent(
+    stack: EmbeddedStack, admin: httpx.Client, keyed: Any, axiom: AxiomScript
+) -> None:
+    created = _new_key(admin, judge_tokens_per_day=1)
+    client, stored = keyed(created["key"]), Stored(stack, created["tenant"])
+    scenario = axiom.add(WellBehaved())
+    problem_id = _problem(client, scenario, "sum", [{"input": "1 2\n", "expected": "3\n", "public": True}])
+    seed = wait_attempt(client, submit(client, problem_id, "python", SUM, judges=["scripted"])["attempt_id"])
+    assert seed["verdict"] == "AC" and stored.judge_tokens_today() >= 1  # the day's one token is spent
+    accepted = client.post(
+        "/v1/benchmarks:synthesize", json={"llm": "scripted", "attempt_ids": [seed["attempt_id"]], "m": 1}
+    )
+    assert accepted.status_code == 202, accepted.text
+    job_id = accepted.json()["job_id"]
+
+    def programs() -> int:
+        return count_rows(stack.database_url, "SELECT count(*) FROM attempt WHERE job_id = :job", job=job_id)
+
+    time.sleep(4)
+    # Its draws wait before asking the LLM anything: no request, no program, the job still live.
+    assert scenario.counts == {} and programs() == 0
+    assert client.get(f"/v1/jobs/{job_id}").json()["status"] in ("queued", "running")
+    # The owner's key is read at each step: with tokens back, the draws go on.
+    assert admin.put(f"/v1/keys/{created['key_id']}/quotas", json={"judge_tokens_per_day": 10**9}).status_code == 200
+    deadline = time.monotonic() + 60
+    while programs() == 0:
+        assert time.monotonic() < deadline, "the synthesis job did not go on once its tenant had tokens again"
+        time.sleep(0.5)
+    assert client.delete(f"/v1/jobs/{job_id}").status_code == 200
 
 
 # ---- parent_attempt_id ------------------------------------------------------------------------------------------
