@@ -60,10 +60,20 @@ def quota_default(name: QuotaName) -> int:
     return int(getattr(get_settings(), f"quota_{name}"))
 
 
+# A limit left unset on a key that sets its companion is at most the companion's value: a key held to N queued
+# attempts is held to N similarity pairs too (a pair runs two programs), unless it sets queued_pairs of its own.
+_BOUNDED_BY: dict[QuotaName, QuotaName] = {"queued_pairs": "queued_attempts"}
+
+
 def quota_of(quotas: Mapping[str, Any] | None, name: QuotaName) -> int:
-    """A key's value of `name`: its own if set, else the default."""
+    """A key's value of `name`: its own if set, else the default (no more than its companion's, _BOUNDED_BY)."""
     value = (quotas or {}).get(name)
-    return int(value) if value is not None else quota_default(name)
+    if value is not None:
+        return int(value)
+    companion = _BOUNDED_BY.get(name)
+    if companion is not None and (quotas or {}).get(companion) is not None:
+        return min(quota_default(name), int((quotas or {})[companion]))
+    return quota_default(name)
 
 
 # Two buckets (KEYS[1] the key's, KEYS[2] the tenant's), each holding up to ARGV[1] tokens and refilled at ARGV[1]

@@ -196,6 +196,23 @@ def test_a_dataset_of_jsonl_lines_counts_every_line(stack: EmbeddedStack, admin:
     assert stored.refused(response, "queued_pairs", 2, before)["requested"] == 3
 
 
+def test_a_key_held_to_one_queued_attempt_is_held_to_one_pair(
+    stack: EmbeddedStack, admin: httpx.Client, keyed: Any
+) -> None:
+    # The audit's key: queued_attempts 1 and nothing else set. Its pairs are bounded by it too.
+    client, stored = _tenant(admin, keyed, stack, queued_attempts=1)
+    problem_id = _humaneval_problem(client)
+    records = [
+        {"id": f"p{i}", "golden_code": EQUIVALENT, "generated_code": NEGATED, "problem_id": problem_id}
+        for i in range(50)
+    ]
+    before = stored.snapshot()
+    refused = client.post("/v1/similarity/datasets", json={**SMALL, "pairs": records})
+    assert stored.refused(refused, "queued_pairs", 1, before)["requested"] == 50
+    key = next(k for k in admin.get("/v1/keys").json() if k["tenant"] == stored.tenant)
+    assert key["quotas"]["queued_pairs"] is None  # not set: bounded by queued_attempts, not stored as its own
+
+
 # ---- perturbation mutants ---------------------------------------------------------------------------------------
 
 
