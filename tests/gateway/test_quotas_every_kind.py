@@ -23,7 +23,15 @@ from services.stack import EmbeddedStack
 from tests.fake_llm import ScriptedLLM
 from tests.gateway.test_quotas import _assert_quota_problem, _new_key
 from tests.gateway.test_similarity_api import EQUIVALENT, NEGATED, SMALL, _humaneval_problem, _python
-from tests.gateway.test_synthesis import AxiomScript, WellBehaved, _accepted, _problem
+from tests.gateway.test_synthesis import (
+    PRODUCT,
+    PRODUCT_TESTS,
+    SUM_TESTS,
+    AxiomScript,
+    WellBehaved,
+    _accepted,
+    _problem,
+)
 from tests.helpers import add_sum_problem, count_rows, fetch_rows, submit, wait_attempt, wait_job
 
 pytestmark = pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
@@ -438,6 +446,33 @@ def test_synthesis_programs_are_attempts_under_queued_attempts(
     _assert_one_live_at_a_time(intervals)
     # Its LLM calls (draws and calibration reports) spent the tenant's judge tokens.
     assert stored.judge_tokens_today() > 0
+
+
+@pytest.mark.timeout(300)
+def test_a_synthesis_jobs_zero_point_pairs_wait_at_queued_attempts(
+    stack: EmbeddedStack, admin: httpx.Client, keyed: Any, axiom: AxiomScript
+) -> None:
+    client, stored = _tenant(admin, keyed, stack, queued_attempts=1, judgments_per_request=5)
+    scenario = axiom.add(WellBehaved())
+    sum_id = _problem(client, scenario, "sum", SUM_TESTS)
+    product_id = _problem(client, scenario, "product", PRODUCT_TESTS)
+    seeds = [_accepted(client, sum_id, SUM)["attempt_id"], _accepted(client, product_id, PRODUCT)["attempt_id"]]
+    body = {"llm": "scripted", "attempt_ids": seeds, "targets": [1, 0], "m": 1, "seed": 5}
+    # Judged: 2 seeds, 2 slots (target 1, one per requirement) and 2 0-point pairs (one per requirement): 6 > 5.
+    before = stored.snapshot()
+    refused = client.post("/v1/benchmarks:synthesize", json={**body, "judge": True, "judges": ["sample_tests"]})
+    assert stored.refused(refused, "judgments_per_request", 5, before)["requested"] == 6
+    accepted = client.post("/v1/benchmarks:synthesize", json=body)
+    assert accepted.status_code == 202, accepted.text
+    job_id = accepted.json()["job_id"]
+    assert wait_job(client, job_id, timeout_s=280)["status"] == "succeeded"
+    view = client.get(f"/v1/benchmarks/{job_id}").json()
+    pairs = [p for p in view["programs"] if p["kind"] == "context_disruption"]
+    # The final step made its two 0-point pairs one at a time (the second waited for the first to end), once each.
+    assert len(pairs) == 2 and {p["problem_id"] for p in pairs} == {sum_id, product_id}
+    assert view["result"]["context_disruption"] == {"status": "ok", "pairs": 2}
+    assert sorted(view["result"]["selected"]["0"]) == sorted(p["attempt_id"] for p in pairs)
+    _assert_one_live_at_a_time(_live_intervals(stack, job_id))
 
 
 def test_synthesis_waits_while_the_tenants_llm_tokens_are_spent(
