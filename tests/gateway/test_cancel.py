@@ -149,12 +149,18 @@ def _busy(worker_pid: int, window_s: float = 0.5) -> dict[Path, set[int]]:
     return busy
 
 
-def _wait_busy(worker_pid: int, at_least: int = 1, timeout_s: float = 90) -> dict[Path, set[int]]:
+def _wait_busy(
+    worker_pid: int, at_least: int = 1, timeout_s: float = 90, *, job: Callable[[], dict[str, Any]] | None = None
+) -> dict[Path, set[int]]:
+    """Wait until `at_least` jails of the worker run a program; `job`, if given, reads the job that should start
+    them (an end of it first is the failure to report)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         busy = _busy(worker_pid)
         if len(busy) >= at_least:
             return busy
+        if job is not None and (current := job())["status"] not in ("queued", "running"):
+            raise AssertionError(f"the job ended before any jail of it ran: {current}")
     raise AssertionError(f"no jail of worker {worker_pid} started running within {timeout_s} s")
 
 
@@ -411,7 +417,7 @@ def test_a_perturbation_cancelled_mid_way_cancels_its_mutants(
     assert response.status_code == 202, response.text
     job_id = response.json()["job_id"]
     executor = _worker_pid(cancel_stack, "executor")
-    busy = _wait_busy(executor)
+    busy = _wait_busy(executor, job=lambda: dict(client.get(f"/v1/jobs/{job_id}").json()))
     _cancel(client, job_id)
     _assert_gone(executor, busy)
     mutants = client.get(f"/v1/perturbations/{job_id}").json()["mutants"]
