@@ -35,6 +35,7 @@ from services.kernel.contracts import (
 from services.kernel.keys import Scope
 from services.kernel.ratelimit import MAX_QUOTA
 from services.kernel.settings import get_settings
+from services.kernel.text import first_unclean
 
 
 def _check_source_size(value: str) -> str:
@@ -45,7 +46,10 @@ def _check_source_size(value: str) -> str:
         raise ValueError(f"source is {size} bytes; the limit is {limit}")
     if not value.strip():
         raise ValueError("source is empty")
-from services.kernel.text import first_unclean
+    if "\x00" in value:
+        # Stored text holds no NUL (PostgreSQL refuses it), and no language here takes one in a program: Python
+        # refuses it, gcc skips it. Refused, so that what runs is always exactly what was sent.
+        raise ValueError(f"source holds a NUL character (at character {value.index(chr(0))})")
     return value
 
 
@@ -56,10 +60,6 @@ SourceCode = Annotated[
 ]
 
 
-    if "\x00" in value:
-        # Stored text holds no NUL (PostgreSQL refuses it), and no language here takes one in a program: Python
-        # refuses it, gcc skips it. Refused, so that what runs is always exactly what was sent.
-        raise ValueError(f"source holds a NUL character (at character {value.index(chr(0))})")
 def within_limit(items: list[Any], limit: int, noun: str, per: str) -> list[Any]:
     """Refuse a list longer than a configured limit, before any work starts."""
     if len(items) > limit:
