@@ -1,7 +1,7 @@
 """Differential fuzzing (paper 002, LoCaL, Algorithm 1): run a reference and a candidate program on the same
 inputs and score the share of inputs on which they agree.
 
-A program being fuzzed runs exactly as it does for one of its tests: the same jail (executor.run.test_run_plan:
+A program being fuzzed runs exactly as it does for one of its tests: the same jail (executor.run.jail_plan:
 the problem's limits, the same pre-made kind), the same command, the same harness (function mode:
 executor/harness/function_runner.py, the jail's PID 1, with the candidate's process made before the request is
 read) and the same files. Nothing the program can see tells it whether it is being tested or fuzzed; only the
@@ -52,7 +52,7 @@ from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, get_language
 from services.fuzzing.score import TIMEOUT_RULES, Repetition, TimeoutRule, df_score
 from services.kernel.contracts import Checker, Language, Limits, Mode
-from services.sandbox.jail import JAIL_PROGRAM_DIR, JailProfile, RunResult, printable
+from services.sandbox.jail import JAIL_PROGRAM_DIR, JailProfile, RunResult, printable, unjudged_reason
 
 if TYPE_CHECKING:
     from executor.builds import BuildLease
@@ -75,6 +75,9 @@ LOAD_TIMEOUT_S = 10.0
 # clock would stop it: the larger of these.
 _SEGMENT_MARGIN_S = 0.5
 _SEGMENT_MARGIN_SHARE = 0.2
+# A run of one input that the machine's load held past its wall limit (jail.unjudged_reason) says nothing about the
+# program: it is run again, at most this many times, before the input counts as timed out.
+_STARVED_RERUNS = 2
 # Markers and replies beyond the side's reply bytes: room on the result channel.
 _RESULT_SLACK = 1024 * 1024
 _FRAME = struct.Struct(">I")
@@ -369,9 +372,9 @@ async def _run_side(
     lines: Sequence[Sequence[bytes]],
     tests: Sequence[frozenset[int]],
 ) -> SideReport:
-    from executor.run import test_run_plan
+    from executor.run import jail_plan
 
-    profile, argv = test_run_plan(lang, program.main, fuzzing.mode, fuzzing.limits)
+    profile, argv = jail_plan(lang, program.main, fuzzing.mode, fuzzing.limits)
     if fuzzing.mode == Mode.FUNCTION:
         return await _function_side(executor, profile, argv, program, fuzzing, lines, tests)
     return await _stdio_side(executor, profile, argv, program, fuzzing, lines)
@@ -516,6 +519,7 @@ async def _function_side(
         timed_out = False
         first_run = True
         starts = sorted(tests[rep])
+        starved = 0
         while len(outcomes) < len(inputs):
             index = len(outcomes)
             if not report.loaded:
@@ -532,6 +536,7 @@ async def _function_side(
                 "stop_after": stop_after,
                 "load_timeout": LOAD_TIMEOUT_S,
                 "count_load": not first_run,
+                "cpu_limit": profile.cpu_time_s,
                 "reply_cap": MAX_REPLY_BYTES,
                 "result_cap": room,
             }
@@ -562,14 +567,19 @@ async def _function_side(
             room = max(0, room - segment.reply_bytes)
             first_run = False
             if segment.stopped is None:
-                # Stopped from outside (an output flood, the wall clock on a machine too busy for the supervisor's
-                # own clock): what it answered counts; the input it was on is tried again first in a fresh run,
-                # unless it was already the first.
-                elapsed += result.wall_s
-                if not segment.outcomes:
+                # Stopped from outside (an output flood, the run's CPU limit, the wall clock on a machine too busy
+                # for the supervisor's own): what it answered counts; the input it was on is tried again first in
+                # a fresh run, unless it was already the first.
+                elapsed += _own_time_s(result)
+                if segment.outcomes:
+                    starved = 0
+                elif unjudged_reason(result, cpu_time_s=profile.cpu_time_s) and starved < _STARVED_RERUNS:
+                    starved += 1
+                else:
                     flood = result.stdout_overflow or result.stderr_overflow
                     outcomes.append(Outcome("overflow") if flood else Outcome("timeout"))
                 continue
+            starved = 0
             elapsed += segment.elapsed_s
             if segment.stopped == "budget":
                 timed_out = True
@@ -624,7 +634,9 @@ async def _stdio_side(
     lines: Sequence[Sequence[bytes]],
 ) -> SideReport:
     """Each input is a test run with that stdin. The per-input timeout is the run's wall limit (which nothing in
-    the jail can see) when it is below the test's; the budget is the sum of the runs' wall times."""
+    the jail can see) when it is below the test's; the budget is the sum of the runs' own times (their elapsed time
+    less what they waited for a CPU), so that a busy machine does not spend it; a run the load held past its wall
+    limit is run again (at most _STARVED_RERUNS times)."""
     profile = replace(profile, wall_time_s=min(profile.wall_time_s, fuzzing.per_input_timeout_s))
     output_limit = fuzzing.limits.output_kb * 1024
     report = SideReport(loaded=True, message="")
@@ -636,12 +648,15 @@ async def _stdio_side(
             if elapsed >= fuzzing.time_budget_s:
                 timed_out = True
                 break
-            result = _checked(
-                await _jail_run(
-                    executor, profile, argv, program, stdin, output_limit=output_limit, stdout_keep=output_limit
+            for _attempt in range(_STARVED_RERUNS + 1):
+                result = _checked(
+                    await _jail_run(
+                        executor, profile, argv, program, stdin, output_limit=output_limit, stdout_keep=output_limit
+                    )
                 )
-            )
-            elapsed += result.wall_s
+                if unjudged_reason(result, cpu_time_s=profile.cpu_time_s) is None:
+                    break
+            elapsed += _own_time_s(result)
             if elapsed > fuzzing.time_budget_s:
                 timed_out = True  # this input ended past the budget: unanswered, as Algorithm 1 has it
                 break
@@ -650,11 +665,16 @@ async def _stdio_side(
     return report
 
 
+def _own_time_s(result: RunResult) -> float:
+    """A run's elapsed time less what it waited for a CPU another process held (jail.RunResult.wait_s)."""
+    return max(0.0, result.wall_s - result.wait_s)
+
+
 def _stdio_outcome(result: RunResult) -> Outcome:
     if result.stdout_overflow or result.stderr_overflow:
         return Outcome("overflow")
-    if result.wall_timeout:
-        return Outcome("timeout")
+    if result.wall_timeout or result.stop is not None:
+        return Outcome("timeout")  # its wall limit, or its CPU limit (the test's)
     if result.signal is not None:
         return Outcome("signaled", code=result.signal)
     if result.exit_code is None:

@@ -328,7 +328,7 @@ class Executor:
                 stdin = json.dumps(request).encode("utf-8", "surrogatepass")
             else:
                 stdin = str(test.input or "").encode("utf-8", "surrogatepass")
-            profile, argv = test_run_plan(lang, program.main, mode, limits)
+            profile, argv = jail_plan(lang, program.main, mode, limits)
             output_limit = limits.output_kb * 1024
             async with self._slots:
                 result = await self._jailed(
@@ -381,7 +381,7 @@ class Executor:
         return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
 
 
-def test_run_plan(lang: LanguageSpec, main: str, mode: Mode, limits: Limits) -> tuple[JailProfile, list[str]]:
+def jail_plan(lang: LanguageSpec, main: str, mode: Mode, limits: Limits) -> tuple[JailProfile, list[str]]:
     """The jail and the command of one test run. Differential fuzzing runs programs with exactly these
     (executor/differential.py), so that nothing a program can see tells a fuzzing run from a test run."""
     function_mode = mode == Mode.FUNCTION

@@ -656,7 +656,7 @@ def _supervise(program):
     stdin = open(0, "rb", closefd=False)
     request = json.loads(stdin.readline())
     if type(request) is dict and "fuzz" in request:
-        _fuzz(_Timed(pid, calls_w, replies_r), request, stdin)
+        _fuzz(pid, calls_w, replies_r, request, stdin)
     stdin.close()
     os.close(0)
     os.open(os.devnull, os.O_RDONLY)
@@ -703,8 +703,8 @@ def _supervise(program):
 # not its first): the host runs the rest in a fresh run. `ended`: the candidate's process ended (a marker says
 # how). `budget`: the repetition's time budget ran out.
 FUZZ_TIMED_OUT, FUZZ_TOO_LARGE, FUZZ_DIED, FUZZ_SIDE_CAP = 2, 5, 11, 14
-# A run stops before the next input once the candidate's process, or this one, has used this share of RLIMIT_CPU
-# (the test's CPU limit, the same for both): the next run's candidate starts from zero.
+# A run stops before the next input once the candidate's process and this one have used this share of the run's CPU
+# limit (the test's, which the host enforces on the whole run): the next run's candidate starts from zero.
 _CPU_SHARE = 0.5
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -719,7 +719,7 @@ class _Timed:
         self.buffer = bytearray()
         self.poller = select.poll()
         self.poller.register(replies, select.POLLIN)
-        self.stat = os.open("/proc/" + str(pid) + "/stat", os.O_RDONLY | os.O_CLOEXEC)
+        self.stat = None
         self.status = None
         self.eof = False
 
@@ -729,6 +729,19 @@ class _Timed:
             return True
         except OSError:
             return False
+
+    def call(self, data, deadline, cap):
+        """Send one call and wait for its reply (as receive). The wait begins right after the write, as a test's
+        does (_Candidate._exchange), so that the candidate finds this process waiting, not busy, as in a test."""
+        frame = _HEADER.pack(len(data)) + data
+        wait_ms = max(1, int((deadline - time.monotonic()) * 1000) + 1)
+        try:
+            _write_all(self.calls, frame)
+        except OSError:
+            return ("gone",)
+        if not self.buffer:
+            self.poller.poll(wait_ms)
+        return self.receive(deadline, cap)
 
     def receive(self, deadline, cap):
         """("reply", bytes) | ("large",) | ("timeout",) | ("gone",): one reply frame, a frame over `cap` bytes
@@ -769,10 +782,8 @@ class _Timed:
     def _why(self):
         return ("gone",) if self.eof else ("timeout",)
 
-    def load(self, entry_point, deadline):
-        """None once the program is imported and defines the function, else why not (as a test says it)."""
-        if not self.send(_dumps({"entry_point": entry_point})):
-            return "the program's process ended while loading"
+    def load(self, deadline):
+        """None once the program is imported and defines the function (the entry point was sent), else why not."""
         got = self.receive(deadline, MAX_MESSAGE_BYTES)
         if got[0] == "timeout":
             return "loading the program took too long"
@@ -794,6 +805,8 @@ class _Timed:
     def cpu_s(self):
         """The candidate's CPU time so far (also readable once it ended, until it is reaped)."""
         try:
+            if self.stat is None:
+                self.stat = os.open("/proc/" + str(self.pid) + "/stat", os.O_RDONLY | os.O_CLOEXEC)
             fields = os.pread(self.stat, 1024, 0).rsplit(b")", 1)[1].split()
             return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
         except (OSError, IndexError, ValueError):
@@ -842,19 +855,24 @@ class _FuzzOutput:
         self.frame(b"M", _dumps(marker))
 
 
-def _fuzz(candidate, request, stdin):
+def _fuzz(pid, calls, replies, request, stdin):
     """Answer one segment of a repetition (see above), then end the run. Never returns."""
     out = None
+    started = time.monotonic()
+    candidate = _Timed(pid, calls, replies)
+    # The entry point goes to the candidate first, as early as a test sends it: how long it waits for it (its
+    # context switches, its clock) must not depend on what this run does next.
+    sent = candidate.send(_dumps({"entry_point": str(request.get("entry_point"))}))
     try:
-        started = time.monotonic()
         options = request["fuzz"]
         timeout = float(options["timeout"])
         stop_at = started + float(options["stop_after"])
         reply_cap = int(options["reply_cap"])
         out = _FuzzOutput(int(options["result_cap"]))
         soft, _ = resource.getrlimit(resource.RLIMIT_CPU)
-        cpu_cap = float("inf") if soft == resource.RLIM_INFINITY else _CPU_SHARE * soft
-        error = candidate.load(str(request["entry_point"]), min(stop_at, started + float(options["load_timeout"])))
+        cpu_cap = _CPU_SHARE * float(options["cpu_limit"])
+        deadline = min(stop_at, started + float(options["load_timeout"]))
+        error = candidate.load(deadline) if sent else "the program's process ended while loading"
         ready = time.monotonic()
         out.frame(b"H", _dumps({"loaded": error is None, "message": error or "", "load_s": ready - started}))
         budget_from = started if options["count_load"] else ready
@@ -885,10 +903,7 @@ def _fuzz_inputs(candidate, out, stdin, loaded, timeout, budget_end, stop_at, re
         if not first and now >= stop_at:
             return "cut"
         # The very bytes of a test's call message (_call_message, _frame): {"args":[...],"kwargs":[]}.
-        if not candidate.send(b'{"args":' + line + b',"kwargs":[]}'):
-            got = ("gone",)
-        else:
-            got = candidate.receive(min(now + timeout, budget_end, stop_at), reply_cap)
+        got = candidate.call(b'{"args":' + line + b',"kwargs":[]}', min(now + timeout, budget_end, stop_at), reply_cap)
         if got[0] == "reply":
             out.reply(got[1])
         elif got[0] == "large":
@@ -912,7 +927,7 @@ def _fuzz_inputs(candidate, out, stdin, loaded, timeout, budget_end, stop_at, re
                 out.mark([FUZZ_DIED, code, signum])
             return "ended"
         first = False
-        if candidate.cpu_s() >= cpu_cap or _own_cpu_s() >= cpu_cap:
+        if candidate.cpu_s() + _own_cpu_s() >= cpu_cap:
             return "cut"
 
 

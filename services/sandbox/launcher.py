@@ -438,6 +438,10 @@ def main() -> tuple[str, types.CodeType, list[str]] | None:
         confinement: _Confinement | None = _Confinement()
     except (OSError, ValueError):
         confinement = None  # every run's setup fails, and the host reports a sandbox failure
+    # What serving a run creates once and keeps (the keyword tuple CPython makes on the first pidfd_open call) is
+    # made now, before the freeze: else every run but a jail's first would inherit one more young object (its
+    # gc.get_objects() would tell it whether runs came before it in this jail).
+    os.close(os.pidfd_open(os.getpid()))
     gc.freeze()
     channel = _socket.socket(fileno=CHANNEL_FD)
     _reply(channel, b"ready")  # the host measures the idle jail now
