@@ -36,9 +36,9 @@ from services.fuzzing import (
     SpecError,
     derive_spec,
     generate_repetitions,
+    inputs_of_tests,
     mix_tests,
     parse_spec,
-    test_inputs,
 )
 from services.kernel import cancel, jobs, queue, telemetry, worker
 from services.kernel.contracts import LIVE_JOB_STATUSES, Checker, JobStatus, Limits, Mode, PairStatus, TestCase
@@ -203,7 +203,7 @@ async def _score(ctx: dict[str, Any], loaded: _Loaded, deadline_s: float) -> dic
         repetitions = await asyncio.to_thread(generate_repetitions, spec, n_inputs, repeats, seed)
         # The problem's own tests join every repetition (services/fuzzing/mix.py): a program that told its tests'
         # inputs from generated ones, and answered them differently, is compared on them too.
-        tests = test_inputs(mode, pair.entry_point, loaded.tests)
+        tests = inputs_of_tests(mode, pair.entry_point, loaded.tests)
         repetitions, positions = mix_tests(repetitions, tests, seed)
         executor: Executor = ctx["executor"]
         outcome = await executor.differential(

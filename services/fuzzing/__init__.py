@@ -10,11 +10,14 @@ A pure library: no database, queue or web framework; running the programs is the
 - `violations(spec, value)`: what keeps a value from satisfying a spec.
 - `derive_spec(mode=, reference_source=, entry_point=, tests=)`: a spec from type hints and test literals
   (parsed with `ast`, never executed), with where each part came from.
+- `inputs_of_tests(mode, entry_point, tests)`, `mix_tests(repetitions, inputs, seed)`: a problem's own test inputs, and
+  every repetition with them among its generated inputs (docs/similarity.md, departures from Algorithm 1).
 """
 
 from services.fuzzing.check import violations
 from services.fuzzing.derive import DerivedSpec, derive_spec
 from services.fuzzing.generate import FunctionInput, generate_inputs, generate_repetitions, strategy_for
+from services.fuzzing.mix import MAX_TEST_INPUTS, inputs_of_tests, mix_tests
 from services.fuzzing.score import (
     DEFAULT_INPUTS_FUNCTION,
     DEFAULT_INPUTS_PROGRAM,
@@ -37,6 +40,7 @@ __all__ = [
     "DEFAULT_INPUTS_PROGRAM",
     "DEFAULT_REPEATS",
     "MAX_INPUT_BYTES",
+    "MAX_TEST_INPUTS",
     "DerivedSpec",
     "FunctionInput",
     "FunctionSpec",
@@ -48,6 +52,8 @@ __all__ = [
     "df_score",
     "generate_inputs",
     "generate_repetitions",
+    "inputs_of_tests",
+    "mix_tests",
     "parse_spec",
     "repetition_seed",
     "strategy_for",
