@@ -52,6 +52,11 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("judge/offline.py", "_cppcheck", "stderr"): "parsed XML; only ids matching a pattern, severities, lines kept",
     ("gateway/submissions.py", "_attempt_json", "compile_output"): "the sanitised build output, in the response",
     ("services/mutation/__main__.py", "main", "stdout"): "sys.stdout: where the child writes its JSON answer",
+    ("services/perturb/isolation.py", "generate_isolated", "stdout"): (
+        "the seed parser's JSON answer from its jail, validated strictly by _read_answer into Mutant"
+    ),
+    ("services/perturb/isolation.py", "_stopped", "jail_error"): "logged only, on a sandbox failure",
+    ("services/perturb/isolation.py", "_stopped", "nsjail_log"): "logged only, on a sandbox failure",
     ("services/perturb/axiom/calibration.py", "execution_report", "compile_output"): (
         "the sanitised build output of the program, clipped, in the calibration report"
     ),
@@ -97,10 +102,6 @@ REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
     ("services/observability.py", "start", "Popen"): (
         "Debian's prometheus for `tribunal up --prometheus-port`, on loopback, with our generated config; output "
         "to its log file; it reads only our processes' /metrics (the gateway's with a metrics-only key)"
-    ),
-    ("services/perturb/isolation.py", "generate_isolated", "create_subprocess_exec"): (
-        "our own `python -I -m services.mutation`: parses (never runs) a seed under its own rlimits, no inherited "
-        "environment, killed after a wall limit; its answer is JSON data, validated into Mutant"
     ),
 }
 
