@@ -323,14 +323,28 @@ def test_a_cancel_of_a_finished_or_foreign_job_changes_nothing(
 
 
 def test_a_cancelled_direct_execution_stops_its_jail(cancel_stack: EmbeddedStack, client: httpx.Client) -> None:
+    """A program that ignores SIGTERM, starts a new session and spins in three processes: all of them end."""
+    hostile = (
+        "import os, signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nos.setsid()\n"
+        "for _ in range(2):\n    os.fork()\n" + LOOP
+    )
     response = client.post(
         "/v1/executions",
-        json={"language": "python", "source_code": LOOP, "stdin": "", "limits": {"cpu_time_s": 30, "wall_time_s": 60}},
+        json={
+            "language": "python",
+            "source_code": hostile,
+            "stdin": "",
+            "limits": {"cpu_time_s": 30, "wall_time_s": 60},
+        },
     )
     assert response.status_code == 202, response.text
     job_id = response.json()["job_id"]
     executor = _worker_pid(cancel_stack, "executor")
     busy = _wait_busy(executor)
+    deadline = time.monotonic() + 30
+    while sum(len(pids) for pids in busy.values()) < 4 and time.monotonic() < deadline:
+        busy = _busy(executor)  # the program and its three children, each spinning
+    assert sum(len(pids) for pids in busy.values()) == 4, busy
     _cancel(client, job_id)
     _assert_gone(executor, busy)
     job = _frozen(client, job_id)
