@@ -524,7 +524,8 @@ def _encode(source: str) -> bytes:
 
 def _error_line(stderr: str, lang: LanguageSpec) -> str:
     """The line of stderr that says what went wrong (Python: the exception, Java: the uncaught one)."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    # Lines end at "\n" only: str.splitlines() would also end one at U+0085 or U+2028 inside an exception's text.
+    lines = [line.strip() for line in stderr.split("\n") if line.strip()]
     if not lines:
         return ""
     if lang.id == Language.JAVA:

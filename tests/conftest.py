@@ -33,6 +33,10 @@ STACK_ENV = {
 }
 
 
+# What the scripted LLM's hostile behaviours answer with (the server's JSON spells it with escapes).
+HOSTILE_LLM_TEXT = "<\ud800|\udc80|\udc80\ud800|\x00|\x85\x9b|\uffff\ufffe|\u202e>"
+
+
 def _marker_script(request: dict, nth: int) -> Behaviour:
     """Behaviour chosen by a marker in the judged source (`judge-script: a,b,c`): the n-th try gets the n-th."""
     text = request["messages"][-1]["content"]
@@ -50,6 +54,14 @@ def _marker_script(request: dict, nth: int) -> Behaviour:
         "http429": Behaviour(kind="status", status=429, retry_after=0.2),
         "renamed": Behaviour(served_model="scripted-model-2026-06-01"),
         "low": Behaviour(payload={"p_ac": 0.1, "s_algo": 1, "s_robust": 2, "rationale": "wrong"}),
+        # Hostile text (tests/gateway/test_hostile_text.py): a valid answer whose rationale holds lone surrogates,
+        # NUL, C1 controls, noncharacters and a bidi override; an invalid one whose raw content (and so its key,
+        # the schema's error) does; a served model named with them.
+        "hostile_rationale": Behaviour(
+            payload={"p_ac": 0.5, "s_algo": 3, "s_robust": 3, "rationale": HOSTILE_LLM_TEXT}
+        ),
+        "hostile_raw": Behaviour(kind="raw", content=f'{{"p_ac": 0.5, "{HOSTILE_LLM_TEXT}": 1}}'),
+        "hostile_model": Behaviour(served_model=f"scripted{HOSTILE_LLM_TEXT}"),
     }
     return scripted[name]
 

@@ -103,7 +103,7 @@ class ScriptedLLM:
         else:
             content = json.dumps(payload)
         model = behaviour.served_model or parsed.get("model", "unknown")
-        return JSONResponse(
+        return _AsciiJSONResponse(
             {
                 "id": f"chatcmpl-{len(self.requests)}",
                 "object": "chat.completion",
@@ -146,6 +146,14 @@ class ScriptedLLM:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _AsciiJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character escaped: valid JSON for any `str`, so a script can answer with lone
+    surrogates (`"\\ud800"`), which a strict UTF-8 body could not carry, as a hostile provider's JSON can."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 def _free_port() -> int:
