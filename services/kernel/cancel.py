@@ -163,8 +163,8 @@ async def _end_draws(session: AsyncSession, job_id: str, rows: set[str], work: Q
     }
     for task, subject in work:
         if task == Task.SYNTHESIZE_PROGRAM:
-            slot, _, draw = subject.partition("@")[0].rpartition(":")
-            unended.add((slot, int(draw)))
+            due_slot, _, due_draw = subject.partition("@")[0].rpartition(":")
+            unended.add((due_slot, int(due_draw)))
     for slot, draw in sorted(unended):
         await jobs.record_unit(session, job_id, draw_unit(slot, draw, DRAW_CANCELLED))
 
