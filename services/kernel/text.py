@@ -35,7 +35,7 @@ def clean_text(value: str | bytes | bytearray | memoryview, *, keep_nul: bool = 
         text = value
     else:
         raise TypeError(f"clean_text takes text or bytes, not {type(value).__name__}")
-    if (_SURROGATE if keep_nul else _UNSAFE).search(text) is None:
+    if not _unclean(text, keep_nul):
         return text
     if _SURROGATE.search(text) is not None:
         # UTF-16 round trip: pairs become their character, every unpaired half one U+FFFD.
@@ -45,7 +45,14 @@ def clean_text(value: str | bytes | bytearray | memoryview, *, keep_nul: bool = 
 
 def is_clean(value: str, *, keep_nul: bool = False) -> bool:
     """Whether `clean_text(value, keep_nul=keep_nul)` would return `value` unchanged."""
-    return (_SURROGATE if keep_nul else _UNSAFE).search(value) is None
+    return not _unclean(value, keep_nul)
+
+
+def _unclean(text: str, keep_nul: bool) -> bool:
+    # ASCII text (a flag CPython keeps: no scan) holds no surrogate; NUL is found by memchr. Else one regex scan.
+    if text.isascii():
+        return not keep_nul and "\x00" in text
+    return (_SURROGATE if keep_nul else _UNSAFE).search(text) is not None
 
 
 def clean_json(value: Any, *, keep_nul: bool = True) -> Any:
@@ -80,16 +87,15 @@ def clean_json(value: Any, *, keep_nul: bool = True) -> Any:
 
 
 def _json_is_clean(value: Any, keep_nul: bool) -> bool:
-    pattern = _SURROGATE if keep_nul else _UNSAFE
     work = [value]
     while work:
         item = work.pop()
         if isinstance(item, str):
-            if pattern.search(item) is not None:
+            if _unclean(item, keep_nul):
                 return False
         elif isinstance(item, dict):
             for key, member in item.items():
-                if isinstance(key, str) and pattern.search(key) is not None:
+                if isinstance(key, str) and _unclean(key, keep_nul):
                     return False
                 work.append(member)
         elif isinstance(item, list | tuple):
