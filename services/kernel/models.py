@@ -66,7 +66,7 @@ class CleanText(TypeDecorator[str]):
     cache_ok = True
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
-        return None if value is None else clean_text(value)
+        return clean_text(value) if isinstance(value, str) else value
 
 
 class CleanString(TypeDecorator[str]):
@@ -76,7 +76,7 @@ class CleanString(TypeDecorator[str]):
     cache_ok = True
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
-        return None if value is None else clean_text(value)
+        return clean_text(value) if isinstance(value, str) else value
 
 
 class CleanJSON(TypeDecorator[Any]):
