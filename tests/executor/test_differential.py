@@ -1,4 +1,4 @@
-"""Differential fuzzing (executor/differential.py + executor/harness/diff_runner.py), with real nsjail: scores,
+"""Differential fuzzing (executor/differential.py + executor/harness/function_runner.py), with real nsjail: scores,
 matching rules, and tamper attempts, each of which must earn no more than its behaviour and end."""
 
 from __future__ import annotations
@@ -471,9 +471,9 @@ async def test_program_level_c_against_python(executor: Executor) -> None:
     assert result.df_score == 1.0, result
 
 
-# Python programs run in a child forked from the supervisor per input (not a fresh interpreter): each probe must
-# give what `python3 -I program` gives (checked by hand, once, against the executor's own stdio path, a real
-# interpreter), which the candidate states outright (its output, its exit code).
+# Each input of a program is a test run of its own (executor/differential.py): each probe must give what
+# `python3 -I program` gives (checked by hand, once, against a real interpreter), which the candidate states
+# outright (its output, its exit code).
 FORK_PROBES = [
     ('if __name__ == "__main__":\n    print(sum(map(int, input().split())))\n', "3\n", 0),
     ("import sys\nprint(sys.argv[0].endswith('.py'))\nsys.exit(3)\n", "True\n", 3),
