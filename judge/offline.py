@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from judge.pylint_warm import warm_modules
 from judge.tooljail import TOOL_FILES_DIR, ToolJail
 from services import codesim
 from services.codesim import CodeBleuRecipe, GrammarUnavailable, UnsupportedLanguage
@@ -591,10 +592,14 @@ def _pylint_warm_run(
         "wall_s": LINT_WALL_S,
         "memory_mb": LINT_MEMORY_MB,
         "output_limit": LINT_OUTPUT_LIMIT,
+        # Chosen here, where the whole batch is: the supervisor never holds more than one file.
+        "warm": warm_modules(sources),
     }
-    # The sources travel on stdin, which the supervisor reads and closes: no file of the jail holds another
-    # attempt's source while a child lints (it sees its own file alone in /box, and the empty pylintrc).
-    stdin = json.dumps(manifest).encode() + b"\n" + b"".join(sources)
+    # The sources travel on stdin, after the manifest (its length first): the supervisor reads each only when its
+    # turn comes, so neither it nor a child it forks holds another file's source (the child sees its own file
+    # alone in /box, and the empty pylintrc; its stdin is /dev/null).
+    header = json.dumps(manifest).encode()
+    stdin = b"%d\n" % len(header) + header + b"".join(sources)
     argv = [LINT_PYTHON, "-I", "-B", "-c", _pylint_warm_script()]
     result = jail.run(
         argv,

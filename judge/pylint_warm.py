@@ -1,14 +1,24 @@
 """The warm pylint supervisor: runs INSIDE the lint jail (judge/tooljail.py), never in the judge process.
 
-    /usr/bin/python3 -I -B -c <this file's text>  < batch (a JSON manifest line, then the sources, concatenated)
+    /usr/bin/python3 -I -B -c <this file's text>  < batch (the manifest's length, the manifest, then the sources)
 
-It runs on the jail's Debian python3 (3.11) with the standard library and Debian's pylint only. It reads the batch
-from stdin (then stdin is /dev/null: no attempt's source is on the jail's disk or its stdin except the one file
-being linted, alone in /box). It imports pylint once, warms astroid by linting a small file of its own (then
-forgets that module), and for each file of the batch forks one child that lints exactly that file with the same
-driver code the cold path runs as `python3 -I -c` (judge/offline.py `_PYLINT_DRIVER`). Every child starts
-from the same post-warm-up state, so nothing one file leaves in astroid's caches or pylint's state reaches
-another, and each file's report is what a cold run prints.
+It runs on the jail's Debian python3 (3.11) with the standard library and Debian's pylint only. Before anything
+else it makes itself non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`, inherited by every child it forks): no process of
+the jail, though it has the same uid, can open its `/proc/1/mem`, `/proc/1/environ` or `/proc/1/fd/*` (where its
+stdin, the batch, is), nor a child's. If it cannot, it exits NOT_ISOLATED and the judge lints every file cold.
+It reads the manifest (the files' keys and sizes, pylint's arguments, the limits, the modules worth warming:
+nothing of any source), imports pylint once, warms astroid by linting a small file of its own (then forgets that
+module), and for each file of the batch forks one child that lints exactly that file with the same driver code the
+cold path runs as `python3 -I -c` (judge/offline.py `_PYLINT_DRIVER`). Every child starts from the same
+post-warm-up state, so nothing one file leaves in astroid's caches or pylint's state reaches another, and each
+file's report is what a cold run prints.
+
+A batch holds several tenants' files, and a child holds only its own. The supervisor reads a file's source from
+stdin only when that file's turn comes, into a buffer it writes /box/solution.py from and then zeroes, before it
+forks the child: at every fork its memory holds no source at all (the files not yet read are still in stdin, which
+the child closes first thing, and earlier files were zeroed). The child's stdout and stderr are read into buffers
+of their own, zeroed once forwarded. These buffers are never copied into Python objects, and are not even mapped in
+a child (`MADV_DONTFORK`). Children run one at a time, and whatever a child started is killed before the next one.
 
 The child runs as the cold run does: the file is /box/solution.py, alone in the working directory (the cold run
 reads /prog/solution.py; pylint sees a module `solution` in a directory of its own in both), the same pylint
@@ -28,6 +38,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import mmap
 import os
 import re
 import resource
@@ -80,51 +91,113 @@ WARMUP_IF_IMPORTED = {
 IMPORT_LINES = re.compile(rb"^[ \t]*(?:import|from)[ \t][^\n]*", re.MULTILINE)
 COSTLY_NAMES = re.compile(rb"\b(re|functools|sys|os)\b")
 NO_PYLINT = 4
+# Could not make itself non-dumpable: no file is linted here (the judge lints them cold).
+NOT_ISOLATED = 5
 # A child whose peak RSS reached this fraction of the jail's memory limit was stopped by the limit.
 NEAR_LIMIT = 0.95
 READ_CHUNK = 65536
 # Recursion levels exec() itself adds between the child's frame and the driver's top-level frame.
 EXEC_LEVELS = 1
+# The batch starts with the manifest's length in decimal and a newline: at most this many bytes.
+LENGTH_LINE_MAX = 16
+PR_GET_DUMPABLE = 3
+PR_SET_DUMPABLE = 4
+
+
+def warm_modules(sources: list[bytes]) -> list[str]:
+    """The costly modules worth warming for a batch: those two files or more import. Building a module in the
+    supervisor costs what building it in one child costs. Computed by the judge (judge/offline.py), which holds the
+    batch, so that the supervisor never needs more than one file at a time."""
+    importers: dict[str, int] = dict.fromkeys(WARMUP_IF_IMPORTED, 0)
+    for source in sources:
+        for name in {name.decode() for line in IMPORT_LINES.findall(source) for name in COSTLY_NAMES.findall(line)}:
+            importers[name] += 1
+    return sorted(name for name, count in importers.items() if count >= 2)
 
 
 def main() -> int:
-    manifest, sources = read_batch()
+    if not make_undumpable():
+        return NOT_ISOLATED
+    manifest = read_manifest()
     try:
         import pylint.lint  # noqa: F401 - imported once here, inherited by every child
         import pylint.reporters  # noqa: F401
     except ImportError:
         return NO_PYLINT
-    warm_up(manifest, sources)
+    warm_up(manifest)
+    buffers = Buffers(max((entry["size"] for entry in manifest["files"]), default=0), manifest["output_limit"])
     gc.freeze()  # the children's collections leave the inherited objects (and their pages) alone
-    out = sys.stdout.buffer
-    out.write(b"ready\n")
-    out.flush()
+    write_all(b"ready\n")
     driver = compile(manifest["driver"], "<string>", "exec")
-    for entry, source in zip(manifest["files"], sources, strict=True):
-        header, data = lint_file(driver, entry, source, manifest)
-        out.write(json.dumps(header).encode() + b"\n" + data)
-        out.flush()
+    for entry in manifest["files"]:
+        header, length = lint_file(driver, entry, manifest, buffers)
+        write_all(json.dumps(header).encode() + b"\n")
+        write_all(memoryview(buffers.stdout)[:length])
+        buffers.stdout[:length] = bytes(length)
     return 0
 
 
-def read_batch() -> tuple[dict[str, Any], list[bytes]]:
-    """The manifest and the sources from stdin; stdin is then /dev/null (as empty as a cold run's), so no child
-    can read the batch back from it."""
-    data = sys.stdin.buffer.read()
-    newline = data.index(b"\n")
-    manifest = json.loads(data[:newline])
-    sources, position = [], newline + 1
-    for entry in manifest["files"]:
-        sources.append(data[position : position + entry["size"]])
-        position += entry["size"]
-    del data
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    return manifest, sources
+def make_undumpable() -> bool:
+    """prctl(PR_SET_DUMPABLE, 0), checked; the ctypes modules are then dropped from sys.modules, so that the
+    children's interpreter state is the cold run's."""
+    loaded = set(sys.modules)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        zero = ctypes.c_ulong(0)
+        libc.prctl(PR_SET_DUMPABLE, zero, zero, zero, zero)
+        return bool(libc.prctl(PR_GET_DUMPABLE, zero, zero, zero, zero) == 0)
+    except (ImportError, OSError, AttributeError):
+        return False
+    finally:
+        for name in set(sys.modules) - loaded:
+            del sys.modules[name]
 
 
-def warm_up(manifest: dict[str, Any], sources: list[bytes]) -> None:
+class Buffers:
+    """Where a file's source and its child's output pass through this process: private anonymous memory, never
+    copied into Python objects, zeroed after use, and not mapped in the children (MADV_DONTFORK)."""
+
+    def __init__(self, source_size: int, output_limit: int) -> None:
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+        self.source = mmap.mmap(-1, max(1, source_size), flags=flags)
+        # The child's stdout up to the limit and one byte more (which says it passed the limit); stderr is counted
+        # only, READ_CHUNK at a time.
+        self.stdout = mmap.mmap(-1, output_limit + 1, flags=flags)
+        self.stderr = mmap.mmap(-1, READ_CHUNK, flags=flags)
+        for buffer in (self.source, self.stdout, self.stderr):
+            buffer.madvise(mmap.MADV_DONTFORK)
+
+
+def write_all(data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view) :]
+
+
+def read_exactly(fd: int, view: memoryview) -> None:
+    while view:
+        count = os.readv(fd, [view])
+        if count == 0:
+            raise EOFError("the batch ended early")
+        view = view[count:]
+
+
+def read_manifest() -> dict[str, Any]:
+    """The manifest, from stdin; the sources stay there until their turn (lint_file)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(0, 1)
+        if not byte or len(line) >= LENGTH_LINE_MAX:
+            raise EOFError("no manifest")
+        line += byte
+    manifest = bytearray(int(line))
+    read_exactly(0, memoryview(manifest))
+    return dict(json.loads(manifest))
+
+
+def warm_up(manifest: dict[str, Any]) -> None:
     """Lint a file of our own in this process (loading pylint's checkers and astroid's trees of the builtins, of
     common modules and of the costly modules several of the batch's files import), then drop that module from
     astroid's caches and the file from disk. What is warmed never changes a file's result (only module trees are
@@ -132,12 +205,7 @@ def warm_up(manifest: dict[str, Any], sources: list[bytes]) -> None:
     from pylint.lint import Run
     from pylint.reporters import CollectingReporter
 
-    importers: dict[str, int] = dict.fromkeys(WARMUP_IF_IMPORTED, 0)
-    for source in sources:
-        for name in {name.decode() for line in IMPORT_LINES.findall(source) for name in COSTLY_NAMES.findall(line)}:
-            importers[name] += 1
-    # Building a module here costs what building it in one child costs: worth it from two importers on.
-    wanted = sorted(name for name, count in importers.items() if count >= 2)
+    wanted = [name for name in manifest.get("warm", []) if name in WARMUP_IF_IMPORTED]
     with open(WARMUP, "w", encoding="utf-8") as handle:
         handle.write(WARMUP_SOURCE + "".join(WARMUP_IF_IMPORTED[name] for name in wanted))
     saved_path = list(sys.path)
@@ -187,12 +255,24 @@ def clean(directory: str) -> None:
 
 
 def lint_file(
-    driver: Any, entry: dict[str, Any], source: bytes, manifest: dict[str, Any]
-) -> tuple[dict[str, Any], bytes]:
+    driver: Any, entry: dict[str, Any], manifest: dict[str, Any], buffers: Buffers
+) -> tuple[dict[str, Any], int]:
+    """Lint the next file of stdin in a child; returns its record's header and how many bytes of
+    `buffers.stdout` the record carries."""
     clean(WORK_DIR)
     clean("/tmp")
-    with open(TARGET, "wb") as handle:
-        handle.write(source)
+    size = entry["size"]
+    source = memoryview(buffers.source)[:size]
+    read_exactly(0, source)
+    target = os.open(TARGET, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        written = source
+        while written:
+            written = written[os.write(target, written) :]
+    finally:
+        os.close(target)
+    source[:] = bytes(size)  # from here on the file is only in /box, for this file's child alone
+    source.release()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     sys.stdout.flush()
@@ -200,14 +280,12 @@ def lint_file(
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        os.close(out_r)
-        os.close(err_r)
         child(driver, out_w, err_w, manifest)
     with_suppressed(os.setpgid, pid, pid)  # also here, so the group exists whichever of the two runs first
     os.close(out_w)
     os.close(err_w)
     try:
-        stdout, stopped = supervise(pid, out_r, err_r, started + manifest["wall_s"], manifest["output_limit"])
+        length, stopped = supervise(pid, out_r, err_r, started + manifest["wall_s"], manifest["output_limit"], buffers)
     finally:
         with_suppressed(os.killpg, pid, signal.SIGKILL)  # what the child started ends with it
     _, status, usage = os.wait4(pid, 0)
@@ -231,9 +309,10 @@ def lint_file(
     elif killed_by is not None:
         header["outcome"], header["signal"] = "signal", killed_by
     else:
-        header["code"], header["stdout"] = os.WEXITSTATUS(status), len(stdout)
-        return header, stdout
-    return header, b""
+        header["code"], header["stdout"] = os.WEXITSTATUS(status), length
+        return header, length
+    buffers.stdout[:length] = bytes(length)
+    return header, 0
 
 
 def end_strays() -> None:
@@ -255,11 +334,13 @@ def child(driver: Any, out_w: int, err_w: int, manifest: dict[str, Any]) -> None
     """Lint TARGET as the cold run does, then exit with its status; never returns."""
     status = 1
     try:
-        os.setpgid(0, 0)
+        # First of all: stdin (the rest of the batch) is /dev/null, and no fd of the supervisor's is left open.
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        os.close(out_w)
-        os.close(err_w)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        os.setpgid(0, 0)
         # SIGXCPU at the limit (as a cold run's RLIMIT_CPU), SIGKILL a second later if it is caught.
         cpu = max(1, math.ceil(manifest["cpu_s"]))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -298,10 +379,14 @@ def exit_status(code: object) -> int:
     return 1
 
 
-def supervise(pid: int, out_r: int, err_r: int, deadline: float, limit: int) -> tuple[bytes, str | None]:
-    """Read the child's stdout (kept) and stderr (counted) until it exits; kill it at the deadline or when either
-    stream passes `limit`. Returns (stdout, None | "timeout" | "output")."""
-    stdout = bytearray()
+def supervise(
+    pid: int, out_r: int, err_r: int, deadline: float, limit: int, buffers: Buffers
+) -> tuple[int, str | None]:
+    """Read the child's stdout (kept in `buffers.stdout`) and stderr (counted, then zeroed) until it exits; kill it at
+    the deadline or when either stream passes `limit`. Returns (stdout's length, None | "timeout" | "output")."""
+    stdout = memoryview(buffers.stdout)
+    scratch = memoryview(buffers.stderr)
+    length = 0
     stderr_bytes = 0
     pidfd = os.pidfd_open(pid)
     selector = selectors.DefaultSelector()
@@ -326,17 +411,19 @@ def supervise(pid: int, out_r: int, err_r: int, deadline: float, limit: int) -> 
                     exited = True
                     selector.unregister(pidfd)
                     continue
-                data = os.read(key.fd, READ_CHUNK)
-                if not data:
+                if key.fd == out_r:
+                    count = os.readv(out_r, [stdout[length:]])
+                    length += count
+                    size = length
+                else:
+                    count = os.readv(err_r, [scratch])
+                    scratch[:count] = bytes(count)
+                    stderr_bytes += count
+                    size = stderr_bytes
+                if not count:
                     selector.unregister(key.fd)
                     pipes.discard(key.fd)
                     continue
-                if key.fd == out_r:
-                    stdout += data
-                    size = len(stdout)
-                else:
-                    stderr_bytes += len(data)
-                    size = stderr_bytes
                 if size > limit:
                     stopped = "output"
                     break
@@ -346,7 +433,9 @@ def supervise(pid: int, out_r: int, err_r: int, deadline: float, limit: int) -> 
         selector.close()
         for fd in (out_r, err_r, pidfd):
             with_suppressed(os.close, fd)
-    return bytes(stdout), stopped
+        stdout.release()
+        scratch.release()
+    return length, stopped
 
 
 def with_suppressed(function: Any, *args: Any) -> None:
