@@ -249,6 +249,8 @@ def parser_runtime() -> ParserRuntime:
         if Path(path).parent != Path(site_packages):
             raise ParserUnavailable(f"the package {name!r} is not in {site_packages}")
         packages.append(path)
+        if not locations and os.path.isfile(cached := importlib.util.cache_from_source(path)):
+            packages.append(cached)  # a single-file module's bytecode, in site-packages/__pycache__
     return ParserRuntime(
         interpreter=os.path.realpath(sys.executable),
         library=library,
