@@ -31,6 +31,7 @@ worker records the seed as not perturbable and goes on. A jail the platform coul
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -43,6 +44,7 @@ import signal
 import sys
 import sysconfig
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -95,6 +97,8 @@ PARSER_PACKAGES = (
 # Run in the jail as `python -I -S -B -c BOOTSTRAP <site-packages> <project root> [options]`: no site, no
 # environment, the standard library plus these two directories on sys.path.
 BOOTSTRAP = "import sys; sys.path += sys.argv[1:3]; from services.mutation.__main__ import main; main(sys.argv[3:])"
+# A staged copy still being made after this long was left by a process that died.
+_STALE_S = 3600
 # More mutants than any request asks for (generate_isolated's `limit` bounds each answer).
 _ANSWER_MUTANTS = 100_000
 
@@ -310,6 +314,7 @@ def _staged(
         return str(target)
     temp = staging / f".{target.parent.name}.{os.getpid()}.{secrets.token_hex(4)}"
     temp.mkdir(mode=0o755)
+    temp.chmod(0o755)  # whatever the umask: the sandbox uid searches it
     try:
         if source.is_dir():
             shutil.copytree(source, temp / source.name, symlinks=True, ignore=ignore, copy_function=_link_or_copy)
@@ -323,6 +328,15 @@ def _staged(
     finally:
         shutil.rmtree(temp, ignore_errors=True)
     return str(target)
+
+
+def _remove_stale(staging: Path) -> None:
+    """Copies a process left half made when it died (a copy takes seconds to make)."""
+    cutoff = time.time() - _STALE_S
+    for entry in os.scandir(staging):
+        with contextlib.suppress(OSError):
+            if entry.name.startswith(".") and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                shutil.rmtree(entry.path, ignore_errors=True)
 
 
 class ParserJail:
@@ -341,6 +355,7 @@ class ParserJail:
         for directory in (self.program_dir, staging):
             directory.mkdir(mode=0o755, exist_ok=True)
             directory.chmod(0o755)
+        _remove_stale(staging)
         # Each at its host path in the jail (the interpreter finds its standard library, and its shared library,
         # from its own path), bound from there or from a staged copy.
         paths = [runtime.interpreter, *([runtime.library] if runtime.library else []), *runtime.packages]

@@ -51,6 +51,22 @@ async def test_the_jail_makes_the_same_mutants_as_the_library(jail: ParserJail, 
         assert isolated
 
 
+async def test_a_worker_with_a_private_umask_stages_a_reachable_runtime(tmp_path: Path) -> None:
+    """Workers run with umask 077 (their data dir is private): the staged copies are still searchable by the
+    sandbox uid, whatever the umask."""
+    previous = os.umask(0o077)
+    try:
+        jail = ParserJail(tmp_path / "private")
+    finally:
+        os.umask(previous)
+    try:
+        assert await generate_isolated(SEED, "python", seed=0, operators=None, all_sites=False, jail=jail) == (
+            mutation.generate(SEED, "python", seed=0)
+        )
+    finally:
+        shutil.rmtree(jail.program_dir.parent, ignore_errors=True)
+
+
 async def test_named_operators_non_ascii_text_and_the_limit(jail: ParserJail) -> None:
     seed = SEED.replace("s = 0", "s = 0  # ünï \U0001f600")
     named = await generate_isolated(seed, "python", seed=1, operators=["AOR", "ROR"], all_sites=True, jail=jail)
