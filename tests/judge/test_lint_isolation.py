@@ -139,7 +139,7 @@ def test_a_child_holds_only_its_own_file_and_nobody_reads_the_supervisor(
         b'"""Third tenant."""\nTHIRD = "' + after + b'"\nprint(THIRD)\n',
         b'"""Fourth tenant."""\nFOURTH = "' + last + b'"\nprint(FOURTH)\n',
     ]
-    outcome: dict[str, object] = {}
+    outcome: dict[str, tuple[bool, list[offline._WarmRecord]]] = {}
 
     def batch() -> None:
         outcome["result"] = offline._pylint_warm_run(tool_jail, sources, driver=PROBE_DRIVER)
@@ -166,7 +166,7 @@ def test_a_child_holds_only_its_own_file_and_nobody_reads_the_supervisor(
         if child is not None:
             os.kill(child, signal.SIGUSR1)
         worker.join(120)
-    ready, records = outcome["result"]  # type: ignore[misc]
+    ready, records = outcome["result"]
     assert ready and [record.outcome for record in records] == ["exit"] * 4
     probe = json.loads(records[1].stdout)
     assert probe["go"] and probe["dumpable"] == 0 and probe["ppid"] == 1
