@@ -16,7 +16,7 @@ def wait_attempt(client: httpx.Client, attempt_id: str, timeout_s: float = 90) -
         wait_s = max(0.0, min(10.0, deadline - time.monotonic()))
         response = client.get(f"/v1/attempts/{attempt_id}", params={"wait_s": wait_s}, timeout=wait_s + 30)
         view = response.json()
-        if view["status"] in ("done", "failed"):
+        if view["status"] in ("done", "failed", "cancelled"):
             return view
         if time.monotonic() > deadline:
             raise AssertionError(f"attempt {attempt_id} still {view['status']} after {timeout_s} s")
