@@ -38,6 +38,7 @@ from services.sandbox.jail import (
     ensure_cgroup_parents,
     printable,
     sandbox_visible_root,
+    unjudged_reason,
 )
 from services.sandbox.warm import LAUNCHER_SOURCE, install_readable
 
@@ -53,6 +54,10 @@ MESSAGE_CAP = 300
 # A cancelled execute keeps its slot until the jail it started is really gone (SIGTERM to nsjail).
 _CANCEL_WAIT_S = 5.0
 _HARNESS_SOURCE = Path(__file__).parent / "harness" / "function_runner.py"
+# A test run the machine's load held past its wall limit (jail.unjudged_reason) is run again at most this many
+# times, after a pause that grows with each (the load may pass); then it is IE, retryable.
+MAX_RERUNS = 2
+RERUN_PAUSE_S = 0.5
 # The Python program's path inside a run's jail, and the file its syntax is checked as.
 _PYTHON_MAIN = "main.py"
 _KNOWN_BUILDS = 4096
@@ -330,24 +335,36 @@ class Executor:
                 stdin = str(test.input or "").encode("utf-8", "surrogatepass")
             profile, argv = jail_plan(lang, program.main, mode, limits)
             output_limit = limits.output_kb * 1024
-            async with self._slots:
-                result = await self._jailed(
-                    self._sandbox.run,
-                    profile,
-                    argv,
-                    program_dir=program.directory,
-                    program_files=program.files,
-                    check_syntax=f"{JAIL_PROGRAM_DIR}/{program.main}" if program.files is not None else None,
-                    stdin=stdin,
-                    harness=self._harness if function_mode else None,
-                    stdout_limit=output_limit,
-                    stderr_limit=output_limit,
-                    stderr_keep=STDERR_EXCERPT,
-                    result_limit=harness.MAX_RESULT_BYTES + 65536,
-                )
-            if result.syntax_error is not None:
-                return TestResult(index=index, status=Verdict.CE, public=test.public), result.syntax_error
-            return _decide(index, test, lang, result, limits, checker), None
+            # A run the machine's load held past its wall limit is not judged: it is run again, at most MAX_RERUNS
+            # times (docs/sandbox.md, "Clocks under load").
+            rerun_reasons: list[str] = []
+            while True:
+                async with self._slots:
+                    result = await self._jailed(
+                        self._sandbox.run,
+                        profile,
+                        argv,
+                        program_dir=program.directory,
+                        program_files=program.files,
+                        check_syntax=f"{JAIL_PROGRAM_DIR}/{program.main}" if program.files is not None else None,
+                        stdin=stdin,
+                        harness=self._harness if function_mode else None,
+                        stdout_limit=output_limit,
+                        stderr_limit=output_limit,
+                        stderr_keep=STDERR_EXCERPT,
+                        result_limit=harness.MAX_RESULT_BYTES + 65536,
+                    )
+                if result.syntax_error is not None:
+                    return TestResult(index=index, status=Verdict.CE, public=test.public), result.syntax_error
+                outcome = _decide(index, test, lang, result, limits, checker)
+                unjudged = unjudged_reason(result, cpu_time_s=limits.cpu_time_s) if outcome.status == "IE" else None
+                if unjudged is None or len(rerun_reasons) >= MAX_RERUNS:
+                    break
+                rerun_reasons.append(unjudged)
+                log.warning("test %d is run again (%d of %d): %s", index, len(rerun_reasons), MAX_RERUNS, unjudged)
+                await asyncio.sleep(RERUN_PAUSE_S * len(rerun_reasons))
+            extra = {"runs": len(rerun_reasons) + 1, "rerun_reasons": rerun_reasons, "retryable": unjudged is not None}
+            return outcome.model_copy(update=extra), None
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -412,7 +429,7 @@ def _decide(
     status, message = classify(
         result, cpu_time_s=limits.cpu_time_s, memory_mb=limits.memory_mb, output_limit=limits.output_kb * 1024
     )
-    if status == "IE":
+    if status == "IE" and unjudged_reason(result, cpu_time_s=limits.cpu_time_s) is None:
         log.error("sandbox failure on test %d: %s\n%s", index, message, result.nsjail_log)
     # surrogateescape: invalid UTF-8 never equals valid expected text, so `exact` stays byte-exact.
     stdout = result.stdout.decode("utf-8", "surrogateescape")
@@ -433,6 +450,8 @@ def _decide(
         status=Verdict(status),
         cpu_time_ms=round(result.cpu_s * 1000),
         wall_time_ms=round(result.wall_s * 1000),
+        wait_time_ms=round(result.wait_s * 1000),
+        stopped_by=result.stop,
         memory_kb=result.memory_kb,
         public=test.public,
         exit_code=result.exit_code,

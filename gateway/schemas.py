@@ -371,6 +371,16 @@ class TestResultOut(BaseModel):
     wall_time_ms: int = Field(default=0, description="Elapsed time of the run in ms (0 in results stored before).")
     memory_kb: int
     public: bool
+    wait_time_ms: int = Field(default=0, description="How long the run waited for a CPU another process held, in ms.")
+    stopped_by: str | None = Field(
+        default=None,
+        description="The clock that stopped the run: `cpu`, `wall` (its own time reached the wall limit) or "
+        "`starved` (the machine's load held it); null if it ended by itself or by a memory or output limit.",
+    )
+    runs: int = Field(default=1, description="How many times the test ran: a run the load held is run again.")
+    retryable: bool = Field(
+        default=False, description="True for an IE because the machine was too busy to judge the test: resubmit."
+    )
 
 
 class AttemptOut(BaseModel):

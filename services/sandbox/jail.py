@@ -73,8 +73,11 @@ CGROUP2_FALLBACK_MOUNT = Path("/run/tribunal-cgroup2")
 Stop = Literal["cpu", "wall", "starved"]
 # How the clocks judge a run (docs/sandbox.md, "Clocks under load"). The wall limit bounds the run's own time: the
 # time elapsed minus the time it waited for a CPU that another process held. A run whose elapsed time reaches
-# STARVED_WALL_FACTOR wall limits first was starved by the machine's load: its stop says nothing about the program.
-STARVED_WALL_FACTOR = 4
+# starved_after_s(wall limit) first (STARVED_WALL_FACTOR wall limits, at most STARVED_EXTRA_MAX_S more than one) was
+# starved by the machine's load: its stop says nothing about the program. A run that gets a tenth of a CPU still
+# reaches its CPU limit first when that is no larger than its wall limit.
+STARVED_WALL_FACTOR = 10
+STARVED_EXTRA_MAX_S = 300.0
 # A wall stop whose CPU time is below this fraction of the CPU limit, after a run that waited for a CPU for at least
 # this fraction of its elapsed time, is not trusted either (the waiting measured is a lower bound): re-run.
 UNTRUSTED_CPU_FRACTION = 0.5
@@ -235,8 +238,8 @@ class JailProfile:
             hostname=JAIL_HOSTNAME,
             cwd=JAIL_WORK_DIR,
             # Backstop only: run() enforces the wall limit (stretched by the time the run waits for a CPU, up to
-            # STARVED_WALL_FACTOR times); nsjail checks once a second.
-            time_limit=warm.JAIL_LIFETIME_S if self.warm else math.ceil(STARVED_WALL_FACTOR * self.wall_time_s) + 1,
+            # starved_after_s); nsjail checks once a second.
+            time_limit=warm.JAIL_LIFETIME_S if self.warm else math.ceil(starved_after_s(self.wall_time_s)) + 1,
             # Niceness would not change CPU time, only stretch wall time under host load into false TLEs.
             nice_level=0,
             log_fd=NSJAIL_LOG_FD,
@@ -729,15 +732,24 @@ def _next_sample_s(cpu_left_s: float) -> float:
     return min(_SAMPLE_MAX_S, max(_SAMPLE_MIN_S, cpu_left_s / _HOST_CPUS))
 
 
+def starved_after_s(wall_time_s: float) -> float:
+    """The elapsed time after which a run whose own time has not reached its wall limit was starved by the load."""
+    return min(STARVED_WALL_FACTOR * wall_time_s, wall_time_s + STARVED_EXTRA_MAX_S)
+
+
+# A reusable jail's nsjail clock must outlast the longest run it may serve.
+assert warm.MAX_RUN_S >= starved_after_s(warm.MAX_WALL_S)
+
+
 def _clock_stop(elapsed_s: float, meter: _Meter | None, profile: JailProfile) -> Stop | None:
     """Which clock stops the run now, if one does: "cpu" (its processes' CPU time reached the CPU limit), "wall"
     (its own time, the elapsed time less the time it waited for a CPU, reached the wall limit) or "starved" (the
-    elapsed time reached STARVED_WALL_FACTOR wall limits first: the machine's load, not the program, held it)."""
+    elapsed time reached starved_after_s(wall limit) first: the machine's load, not the program, held it)."""
     if meter is not None and meter.cpu_s >= profile.cpu_time_s:
         return "cpu"
     if elapsed_s - (meter.wait_s if meter is not None else 0.0) >= profile.wall_time_s:
         return "wall"
-    if elapsed_s >= STARVED_WALL_FACTOR * profile.wall_time_s:
+    if elapsed_s >= starved_after_s(profile.wall_time_s):
         return "starved"
     return None
 
@@ -1141,7 +1153,7 @@ class Sandbox:
         # Every process of the run ran in the jail's cgroup, the zygote's own share aside: that is the run's CPU
         # time, also when a clock stopped it and nothing of the jail reported.
         meter.sample()
-        result.cpu_s, result.wait_s = meter.cpu_s, meter.wait_s
+        result.cpu_s, result.wait_s = meter.cpu_s, min(meter.wait_s, result.wall_s)
         if done is not None and not done.failed:
             # What the zygote's getrusage did not see (processes nobody waited for: a program that ignores SIGCHLD
             # has its children reaped by the kernel, their CPU time with them) is the run's too.
@@ -1364,7 +1376,7 @@ class Sandbox:
         meter.sample()
         # wait4 sees nsjail and what it waited for; the cgroup sees every process, waited for or not.
         result.cpu_s = max(meter.cpu_s, usage.ru_utime + usage.ru_stime)
-        result.wait_s = meter.wait_s
+        result.wait_s = min(meter.wait_s, result.wall_s)
         result.memory_kb = usage.ru_maxrss
         _read_status(result, nsjail_log, status)
         return result
@@ -1441,7 +1453,7 @@ def _collect(
             if term_sent_at is None:
                 # The wall limit can come no earlier than if the run waits no more from now on.
                 wall_at = started + profile.wall_time_s + (meter.wait_s if meter is not None else 0.0)
-                starved_at = started + STARVED_WALL_FACTOR * profile.wall_time_s
+                starved_at = started + starved_after_s(profile.wall_time_s)
                 timeout = min(wall_at, starved_at, next_sample) - now
             elif not kill_sent:
                 timeout = term_sent_at + _TERM_GRACE_S - now
@@ -1628,7 +1640,7 @@ def classify(
 
 def unjudged_reason(result: RunResult, *, cpu_time_s: float) -> str | None:
     """Why a run's stop says nothing about the program (None if it does): the wall clock stopped it while the
-    machine's load was holding it. Either its elapsed time reached STARVED_WALL_FACTOR wall limits before its own
+    machine's load was holding it. Either its elapsed time reached starved_after_s(wall limit) before its own
     time reached one ("starved"), or the wall limit came with less than UNTRUSTED_CPU_FRACTION of the CPU limit
     used after the run had waited for a CPU for at least UNTRUSTED_WAIT_FRACTION of its elapsed time (the waiting
     measured is a lower bound, so such a stop may still be the load's). A memory limit reached, or the CPU limit,

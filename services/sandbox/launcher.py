@@ -311,13 +311,16 @@ def _set_cpu_limit(seconds: int) -> None:
 def _supervise(channel: _socket.socket, child: int, verdict_r: int | None) -> NoReturn:
     """PID 1 while the run's child runs: learn whether the program compiled (a Python child says so on
     `verdict_r` before it runs anything of the program's, then closes it), wait for the child (or for the host to
-    go away), end everything else in the jail, reap it all and answer how the run went."""
+    go away), let the run's other processes that are still running finish (_finish_running), end everything else in
+    the jail, reap it all and answer how the run went."""
     syntax_error = ""
     if verdict_r is not None:
         syntax_error = _read_all(verdict_r).decode("utf-8", "replace")
         os.close(verdict_r)
     _wait_for(child, channel)
     _, status = os.waitpid(child, 0)
+    if not syntax_error:
+        _finish_running(channel)
     _kill_the_rest()
     if syntax_error:
         _reply(channel, b"E" + syntax_error.encode("utf-8", "replace"))
@@ -329,6 +332,59 @@ def _supervise(channel: _socket.socket, child: int, verdict_r: int | None) -> No
     else:
         _reply(channel, f"R {cpu_s!r} exit {os.WEXITSTATUS(status)}".encode())
     os._exit(0)
+
+
+def _finish_running(channel: _socket.socket) -> None:
+    """The program's main process has ended: the run's other processes that are still running (or ready to run)
+    are its work in flight, so the run goes on while any of them is, bounded by the host's clocks like the rest of
+    the run. Otherwise the verdict of a program whose children compute while it sleeps would depend on how much
+    CPU the machine's load left them before it woke: its children's CPU time is the run's whether they finish
+    before it or after. Processes that only wait (sleep, block) are killed once none is running (twice in a row,
+    10 ms apart), as before. If the host goes away meanwhile, the jail ends."""
+    quiet = 0
+    while quiet < 2:
+        _reap_ended()
+        state = _others_state()
+        if state is None:
+            return  # nothing else is left
+        quiet = 0 if state else quiet + 1
+        ready, _, _ = select.select([channel.fileno()], [], [], 0.01)
+        if ready:
+            try:
+                if not channel.recv(1, _socket.MSG_PEEK):
+                    _end_jail()
+            except OSError:
+                _end_jail()
+            channel.recv(MAX_MESSAGE)  # nothing else is expected while a run runs; drop it
+
+
+def _reap_ended() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def _others_state() -> bool | None:
+    """Whether any thread of the run's other processes is running or ready to run (None: no other process)."""
+    others = False
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or name == "1":
+            continue
+        others = True
+        try:
+            tasks = os.listdir("/proc/" + name + "/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open("/proc/" + name + "/task/" + task + "/stat", "rb") as handle:
+                    if handle.read().rpartition(b")")[2][:3] == b" R ":
+                        return True
+            except OSError:
+                continue
+    return False if others else None
 
 
 def _exit_status_child(status: int) -> int:

@@ -46,9 +46,12 @@ DEFAULT_PER_KIND = 2
 MAX_KINDS = 4
 IDLE_S = 300.0
 MAX_AGE_S = 600.0
-# nsjail's own clock for a pre-made jail: it may wait up to MAX_AGE_S, then run up to the wall limit (the host
-# enforces that one; this only ends a jail whose host died mid-run). The wall limit is at most 120 s.
-JAIL_LIFETIME_S = int(MAX_AGE_S) + 121
+# nsjail's own clock for a pre-made jail: it may wait up to MAX_AGE_S, then run for as long as a run may last (the
+# host enforces that; this only ends a jail whose host died mid-run): the wall limit (at most MAX_WALL_S) stretched
+# by the time the run waits for a CPU, up to jail.starved_after_s (checked there).
+MAX_WALL_S = 120.0
+MAX_RUN_S = 421
+JAIL_LIFETIME_S = int(MAX_AGE_S) + MAX_RUN_S
 STALE_SLOT_S = 2 * JAIL_LIFETIME_S
 MAX_REPLY = 1 << 20
 
@@ -454,8 +457,9 @@ def make_slot(root: Path) -> Path:
 
 
 def remove_stale_slots(root: Path) -> None:
-    """Slots no live jail can still use: nsjail ends every pre-made jail by MAX_AGE_S plus its run's wall limit
-    (JailProfile.config), and a live process touches a slot when its run comes; twice that is garbage."""
+    """Slots no live jail can still use: nsjail ends every pre-made jail by MAX_AGE_S plus the longest a run may
+    last (JAIL_LIFETIME_S, JailProfile.config), and a live process touches a slot when its run comes; twice that is
+    garbage."""
     cutoff = time.time() - STALE_SLOT_S
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(root):
