@@ -33,11 +33,16 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("executor/languages.py", "_output", "stdout"): "`--version` of the host's own toolchain: no untrusted input",
     ("executor/languages.py", "_output", "stderr"): "same",
     ("executor/worker.py", "_execute_attempt", "compile_output"): "the sanitised build output, stored",
-    ("executor/differential.py", "differential", "compile_output"): (
+    ("executor/differential.py", "_program", "compile_output"): (
         "the sanitised build output, `printable()` again and capped, in a failed pair's message"
     ),
-    ("executor/differential.py", "differential", "jail_error"): "logged only, on a sandbox failure",
-    ("executor/differential.py", "differential", "nsjail_log"): "logged only, on a sandbox failure",
+    ("executor/differential.py", "_checked", "jail_error"): (
+        "carried to the pair's runner, which logs it; the pair's message is the fixed 'sandbox failure'"
+    ),
+    ("executor/differential.py", "_stdio_outcome", "stdout"): (
+        "the program's own output, compared with the other side's; shown only in its owner's counterexamples"
+    ),
+    ("services/sandbox/jail.py", "unjudged_reason", "jail_error"): "tested for presence only; never copied",
     ("executor/worker.py", "_direct_result", "compile_output"): "the sanitised build output, returned",
     ("judge/offline.py", "_run_tool", "nsjail_log"): "logged only, on a sandbox failure",
     ("judge/offline.py", "_pylint_cold_run", "stdout"): "returned to _pylint_result, which parses it (below)",

@@ -140,9 +140,13 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _parser_process(interpreter: str) -> int | None:
+    """The seed parser's process: a descendant running this interpreter on the parser's bootstrap. (This
+    interpreter alone would also match the servers and workers other tests of the session have started.)"""
     for pid in _descendants(os.getpid()):
         try:
-            if os.readlink(f"/proc/{pid}/exe") == interpreter:
+            if os.readlink(f"/proc/{pid}/exe") == interpreter and (
+                isolation.BOOTSTRAP.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            ):
                 return pid
         except OSError:
             continue
