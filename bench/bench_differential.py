@@ -1,5 +1,7 @@
-"""Differential fuzzing speed: df_score of a HumanEval pair, batched (one worker process per side over whole
-repetitions) against one sandboxed process per input.
+"""Differential fuzzing speed: df_score of a HumanEval pair, batched (one harness process per side over whole
+repetitions, the function runner every test run uses: issue #20 made fuzzing indistinguishable from testing)
+against one sandboxed process per input. A stdio pair is always one test run per input (as a test is), so its
+"batched" figure is that path's cost.
 
     .venv/bin/python bench/bench_differential.py [--n 2000] [--reps 5] [--runs 5] [--baseline-n 40] [--stdio-n 1000]
 
