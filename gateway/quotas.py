@@ -9,8 +9,10 @@ grows after it is accepted (a perturbation's mutants, a synthesis job's programs
 grows it (services/kernel/ratelimit.py `growth_room`), under the quotas of the key recorded in its params
 (`owner_params`).
 
-The caps on live work are counted in the database at submission, so concurrent submissions may pass a cap together
-by the few that raced; the request buckets and the day's judgments are exact (one Lua script in Redis each)."""
+The caps on live work are counted in the database at submission, under the tenant's admission lock (`admission`,
+the lock a worker growing one of the tenant's jobs holds too), so that submissions sent together are counted one
+after another and cannot pass a cap together; the request buckets and the day's judgments are exact (one Lua script
+in Redis each)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING
 
+from redis.exceptions import LockError, RedisError
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -37,6 +40,7 @@ from services.kernel.ratelimit import (
     take_back_judgments,
     take_request,
     tenant_judge_token_limit,
+    tenant_lock,
     unscored_pairs,
 )
 
@@ -47,6 +51,12 @@ log = logging.getLogger("tribunal.gateway.quotas")
 
 # A cap's Retry-After: live work ends at its own pace, so the client is told to look again soon.
 CAP_RETRY_AFTER_S = 1
+
+
+# How long a submission waits for its tenant's admission lock (held while another submission of the tenant, or a
+# worker growing one of its jobs, counts and stores), and how long a holder may keep it if it dies holding it.
+ADMISSION_WAIT_S = 10.0
+ADMISSION_HOLD_S = 60.0
 
 
 def _exempt(principal: Principal) -> bool:
@@ -85,6 +95,38 @@ async def meter_request(principal: Principal) -> None:
         return
     if refusal is not None:
         raise _refuse("requests_per_minute", per_minute, refusal.retry_after_s, refusal.bucket)
+
+
+@contextlib.asynccontextmanager
+async def admission(principal: Principal, limit: QuotaName) -> AsyncIterator[None]:
+    """Held around a submission's count of its tenant's live work and the commit that adds to it, so that the
+    tenant's submissions sent together (and its growing jobs' workers, ratelimit.growth_lock: the same lock) count
+    one after another, each seeing what the one before committed. Enter it before anything is written: a writer
+    waiting for it would hold SQLite's write lock. Not had within ADMISSION_WAIT_S: 429 naming `limit`, Retry-After
+    1 s. Admin keys have no caps and take no lock; without Redis the submission is counted unlocked (logged), as the
+    request buckets fail open."""
+    if _exempt(principal):
+        yield
+        return
+    lock = None
+    try:
+        lock = tenant_lock(await queue.get_pool(), principal.tenant, hold_s=ADMISSION_HOLD_S, wait_s=ADMISSION_WAIT_S)
+        acquired = await lock.acquire()
+    except LockError:
+        acquired = False
+    except (RedisError, OSError):
+        log.warning("admission lock unavailable; submission counted unlocked", exc_info=True)
+        lock = None
+    if lock is not None and not acquired:
+        refusal = _refuse(limit, quota_of(principal.quotas, limit), CAP_RETRY_AFTER_S)
+        refusal.detail = f"{refusal.detail}: the tenant's other submissions are being counted; try again"
+        raise refusal
+    try:
+        yield
+    finally:
+        if lock is not None:
+            with contextlib.suppress(LockError, RedisError, OSError):
+                await lock.release()
 
 
 async def _over_cap(session: AsyncSession, principal: Principal, limit: QuotaName, count: int, adding: int) -> None:

@@ -27,28 +27,30 @@ router = APIRouter(prefix="/v1/attempts", tags=["attempts"])
 
 @router.post("", status_code=202, response_model=AttemptAccepted)
 async def submit(body: AttemptIn, principal: SubmitKey, session: SessionDep) -> AttemptAccepted:
-    for _ in range(2):
-        job_id = new_id("job")
-        try:
-            attempt, created = await put_attempt(session, principal.tenant, body, job_id, ["body"])
-            await quotas.check_queued_attempts(session, principal, int(created))
-            if created:
-                jobs.create_job(
-                    session,
-                    tenant=principal.tenant,
-                    kind=JobKind.EXECUTE_ATTEMPT,
-                    total=1,
-                    params={"attempt_ids": [attempt.attempt_id]},
-                    job_id=job_id,
-                )
-            async with quotas.judgments_counted(session, principal, quotas.judgments_of([attempt] if created else [])):
-                await session.commit()
-            break
-        except IntegrityError:
-            # A concurrent request with the same attempt_uid won the race: answer with its ids.
-            await session.rollback()
-    else:
-        raise field_error(["body", "attempt_uid"], "concurrent submissions of this attempt_uid conflict", 409)
+    async with quotas.admission(principal, "queued_attempts"):
+        for _ in range(2):
+            job_id = new_id("job")
+            try:
+                attempt, created = await put_attempt(session, principal.tenant, body, job_id, ["body"])
+                await quotas.check_queued_attempts(session, principal, int(created))
+                if created:
+                    jobs.create_job(
+                        session,
+                        tenant=principal.tenant,
+                        kind=JobKind.EXECUTE_ATTEMPT,
+                        total=1,
+                        params={"attempt_ids": [attempt.attempt_id]},
+                        job_id=job_id,
+                    )
+                asked = quotas.judgments_of([attempt] if created else [])
+                async with quotas.judgments_counted(session, principal, asked):
+                    await session.commit()
+                break
+            except IntegrityError:
+                # A concurrent request with the same attempt_uid won the race: answer with its ids.
+                await session.rollback()
+        else:
+            raise field_error(["body", "attempt_uid"], "concurrent submissions of this attempt_uid conflict", 409)
     if created:
         await attempts.enqueue_first_stages([attempt])
     return AttemptAccepted(attempt_id=attempt.attempt_id, job_id=attempt.job_id or job_id, status=attempt.status)
@@ -58,22 +60,23 @@ async def submit(body: AttemptIn, principal: SubmitKey, session: SessionDep) -> 
 async def submit_batch(body: BatchIn, principal: SubmitKey, session: SessionDep) -> BatchAccepted:
     job_id = new_id("job")
     try:
-        stored = await put_attempts(session, principal.tenant, body.attempts, job_id, ["body", "attempts"])
-        ids = [attempt.attempt_id for attempt, _ in stored]
-        new = [attempt for attempt, created in stored if created]
-        await quotas.check_queued_attempts(session, principal, len(new))
-        job = jobs.create_job(
-            session,
-            tenant=principal.tenant,
-            kind=JobKind.EXECUTE_BATCH,
-            total=len(new),
-            params={"attempt_ids": ids},
-            job_id=job_id,
-        )
-        if not new:
-            job.status, job.finished_at = JobStatus.SUCCEEDED, job.created_at
-        async with quotas.judgments_counted(session, principal, quotas.judgments_of(new)):
-            await session.commit()
+        async with quotas.admission(principal, "queued_attempts"):
+            stored = await put_attempts(session, principal.tenant, body.attempts, job_id, ["body", "attempts"])
+            ids = [attempt.attempt_id for attempt, _ in stored]
+            new = [attempt for attempt, created in stored if created]
+            await quotas.check_queued_attempts(session, principal, len(new))
+            job = jobs.create_job(
+                session,
+                tenant=principal.tenant,
+                kind=JobKind.EXECUTE_BATCH,
+                total=len(new),
+                params={"attempt_ids": ids},
+                job_id=job_id,
+            )
+            if not new:
+                job.status, job.finished_at = JobStatus.SUCCEEDED, job.created_at
+            async with quotas.judgments_counted(session, principal, quotas.judgments_of(new)):
+                await session.commit()
     except IntegrityError:
         await session.rollback()
         raise field_error(

@@ -26,10 +26,11 @@ router = APIRouter(prefix="/v1/executions", tags=["executions"])
     responses={200: {"description": "The finished execution, when `wait` is true"}},
 )
 async def execute(body: ExecutionIn, principal: SubmitKey, session: SessionDep) -> Any:
-    await quotas.check_running_executions(session, principal)
     params = body.model_dump(mode="json", exclude={"wait"})
-    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.EXECUTE_DIRECT, total=1, params=params)
-    await session.commit()
+    async with quotas.admission(principal, "running_executions"):
+        await quotas.check_running_executions(session, principal)
+        job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.EXECUTE_DIRECT, total=1, params=params)
+        await session.commit()
     job_id = job.job_id
     try:
         await queue.enqueue(Task.EXECUTE_DIRECT, job_id, tenant=principal.tenant)

@@ -45,21 +45,22 @@ async def create(body: ReportIn, principal: SubmitKey, session: SessionDep) -> d
         params["cluster"] = resolve_cluster(body.kind, body.cluster)
     except ReportParamError as exc:
         raise field_error(["body", exc.field], str(exc)) from None
-    await quotas.check_queued_reports(session, principal)
     report_id = new_id("rep")
-    job = jobs.create_job(
-        session, tenant=principal.tenant, kind=JobKind.REPORT, total=1, params={"report_id": report_id}
-    )
-    session.add(
-        Report(
-            report_id=report_id,
-            tenant=principal.tenant,
-            kind=body.kind,
-            params=params,
-            job_id=job.job_id,
+    async with quotas.admission(principal, "queued_reports"):
+        await quotas.check_queued_reports(session, principal)
+        job = jobs.create_job(
+            session, tenant=principal.tenant, kind=JobKind.REPORT, total=1, params={"report_id": report_id}
         )
-    )
-    await session.commit()
+        session.add(
+            Report(
+                report_id=report_id,
+                tenant=principal.tenant,
+                kind=body.kind,
+                params=params,
+                job_id=job.job_id,
+            )
+        )
+        await session.commit()
     try:
         await queue.enqueue(Task.BUILD_REPORT, report_id, tenant=principal.tenant)
     except Exception:  # noqa: BLE001 - the reconciler enqueues it from the database

@@ -234,23 +234,25 @@ async def score_pair(body: PairIn, principal: SubmitKey, session: SessionDep) ->
         programs.setdefault(program.language, []).append(program.source_code)
     crystal = await _crystal_params(body, programs)
     params = {**_fuzzing_params(body), **crystal, "single": True}
-    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SIMILARITY, total=1, params=params)
-    session.add(
-        SimilarityPair(
-            job_id=job.job_id,
-            ordinal=0,
-            pair_key="pair",
-            problem_pk=problem_pk,
-            mode=mode,
-            entry_point=entry_point,
-            reference_language=body.reference.language,
-            reference_source=body.reference.source_code,
-            candidate_language=body.candidate.language,
-            candidate_source=body.candidate.source_code,
-            input_spec=spec,
+    async with quotas.admission(principal, "queued_pairs"):
+        await quotas.check_queued_pairs(session, principal, 1)  # again, counted after the submissions before it
+        job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SIMILARITY, total=1, params=params)
+        session.add(
+            SimilarityPair(
+                job_id=job.job_id,
+                ordinal=0,
+                pair_key="pair",
+                problem_pk=problem_pk,
+                mode=mode,
+                entry_point=entry_point,
+                reference_language=body.reference.language,
+                reference_source=body.reference.source_code,
+                candidate_language=body.candidate.language,
+                candidate_source=body.candidate.source_code,
+                input_spec=spec,
+            )
         )
-    )
-    await session.commit()
+        await session.commit()
     await _enqueue_pairs(job.job_id, 1, principal.tenant)
     return {"job_id": job.job_id, "status": job.status}
 
@@ -339,9 +341,11 @@ async def score_dataset(request: Request, principal: SubmitKey, session: Session
         "thresholds": body.thresholds.model_dump() if body.thresholds else None,
         "protocol": body.protocol,
     }
-    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SIMILARITY, total=len(rows), params=params)
-    session.add_all(SimilarityPair(job_id=job.job_id, **row) for row in rows)
-    await session.commit()
+    async with quotas.admission(principal, "queued_pairs"):
+        await quotas.check_queued_pairs(session, principal, len(rows))  # again, after the submissions before it
+        job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SIMILARITY, total=len(rows), params=params)
+        session.add_all(SimilarityPair(job_id=job.job_id, **row) for row in rows)
+        await session.commit()
     await _enqueue_pairs(job.job_id, len(rows), principal.tenant)
     return {"job_id": job.job_id, "status": job.status, "pairs": len(rows)}
 

@@ -27,6 +27,7 @@ from typing import Any, Literal, NoReturn, cast, get_args
 from arq.constants import retry_key_prefix
 from arq.worker import Retry
 from redis.asyncio import Redis
+from redis.asyncio.lock import Lock
 from redis.exceptions import LockError
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -337,16 +338,25 @@ async def job_token_budget(session: AsyncSession, redis: Redis | None, job: Job)
     return JudgeTokenBudget(redis, job.tenant, await tenant_judge_token_limit(session, job.tenant))
 
 
+def tenant_lock(redis: Redis, tenant: str, *, hold_s: float, wait_s: float) -> Lock:
+    """The tenant's one admission lock: held by whoever counts the tenant's live work and stores more of it (a
+    gateway submission, gateway/quotas.py `admission`; a worker growing a job, growth_lock), so that no two of
+    them count the same room. It expires `hold_s` after it is taken if its holder dies; `acquire()` waits
+    `wait_s`."""
+    return redis.lock(f"{_PREFIX}:grow:{tenant}", timeout=hold_s, blocking_timeout=wait_s)
+
+
 @contextlib.asynccontextmanager
 async def growth_lock(redis: Redis | None, tenant: str, *, timeout_s: float = 60.0) -> AsyncIterator[bool]:
     """Held while a worker counts a tenant's room and stores what fits in it, so that two growing jobs (or two
-    seeds of one) cannot both take the last of it. Yields False when the lock could not be had within its wait
-    (the caller then waits at the cap and tries again); the lock expires by itself if its holder dies. Without
-    Redis (a step run outside a worker, where no other worker is) there is nothing to lock against."""
+    seeds of one, or a submission at the gateway: tenant_lock) cannot both take the last of it. Yields False when
+    the lock could not be had within its wait (the caller then waits at the cap and tries again); the lock expires
+    by itself if its holder dies. Without Redis (a step run outside a worker, where no other worker is) there is
+    nothing to lock against."""
     if redis is None:
         yield True
         return
-    lock = redis.lock(f"{_PREFIX}:grow:{tenant}", timeout=timeout_s, blocking_timeout=timeout_s / 2)
+    lock = tenant_lock(redis, tenant, hold_s=timeout_s, wait_s=timeout_s / 2)
     try:
         acquired = await lock.acquire()
     except LockError:

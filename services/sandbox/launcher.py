@@ -124,21 +124,35 @@ SETUP_FAILED = 71
 # jail (json, socket and traceback would add ~25 ms of CPU per jail on this machine kind).
 _WARM_MODULES = ("typing",)  # and with it re, functools, collections, operator
 
-# Files of /proc that show the whole machine's activity (its load, CPU and memory counters, I/O, interrupts): what
-# other tenants' programs do. Every run sees the same neutral content instead, as LXCFS gives a container its own
-# view: nothing running, no CPU time spent, all of the run's memory limit free. The CPU lines keep the machine's CPU
-# names, since glibc counts them (os.cpu_count() reads /proc/stat when /sys is absent, as in a jail). A cold jail
-# gets these files from its nsjail config (services/sandbox/jail.py), a warm run from _mask_proc: the same bytes.
+# Files of /proc that show the whole machine's activity (its load, CPU and memory counters, free memory by zone,
+# swap use, I/O, interrupts, the kernel's open files and cached inodes and dentries, async I/O in flight): what other
+# tenants' programs do. Every run sees the same neutral content instead, as LXCFS gives a container its own view:
+# nothing running, no CPU time spent, all of the run's memory limit free, no file open. The CPU lines keep the
+# machine's CPU names, since glibc counts them (os.cpu_count() reads /proc/stat when /sys is absent, as in a jail).
+# The host's boot id goes too (it names the machine a run ran on). A cold jail gets these files from its nsjail
+# config (services/sandbox/jail.py), a warm run from _mask_proc: the same bytes. Files a kernel lacks are skipped.
+# Left as they are, on purpose: the per-process files (/proc/self/sched's clock, /proc/self/stat's start time)
+# count from the host's boot, as CLOCK_MONOTONIC does for every program; they show no other tenant's work.
 NEUTRAL_PROC_FILES = (
     "/proc/loadavg",
     "/proc/stat",
     "/proc/uptime",
     "/proc/meminfo",
     "/proc/vmstat",
+    "/proc/zoneinfo",
+    "/proc/buddyinfo",
+    "/proc/swaps",
     "/proc/diskstats",
     "/proc/interrupts",
     "/proc/softirqs",
     "/proc/schedstat",
+    "/proc/sys/fs/file-nr",
+    "/proc/sys/fs/inode-nr",
+    "/proc/sys/fs/inode-state",
+    "/proc/sys/fs/dentry-state",
+    "/proc/sys/fs/aio-nr",
+    "/proc/sys/kernel/random/boot_id",
+    "/proc/sys/kernel/random/entropy_avail",
 )
 # Directories of such files, covered by an empty read-only tmpfs (as on a kernel without pressure stall information).
 NEUTRAL_PROC_DIRS = ("/proc/pressure",)
@@ -185,6 +199,16 @@ def neutral_proc_content(memory_mb: int, cpus: list[str]) -> dict[str, bytes]:
         "/proc/uptime": "0.00 0.00\n",
         "/proc/meminfo": "\n".join(meminfo) + "\n",
         "/proc/vmstat": "nr_free_pages " + str(memory_kb // 4) + "\n",
+        "/proc/zoneinfo": "Node 0, zone   Normal\n  pages free     " + str(memory_kb // 4) + "\n",
+        "/proc/buddyinfo": "Node 0, zone   Normal" + "      0" * 11 + "\n",
+        "/proc/swaps": "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n",
+        "/proc/sys/fs/file-nr": "0\t0\t1048576\n",
+        "/proc/sys/fs/inode-nr": "0\t0\n",
+        "/proc/sys/fs/inode-state": "0\t0\t0\t0\t0\t0\t0\n",
+        "/proc/sys/fs/dentry-state": "0\t0\t45\t0\t0\t0\n",
+        "/proc/sys/fs/aio-nr": "0\n",
+        "/proc/sys/kernel/random/boot_id": "00000000-0000-4000-8000-000000000000\n",
+        "/proc/sys/kernel/random/entropy_avail": "256\n",
         # No disk, no interrupt counted (nsjail binds no empty content, hence the one line each).
         "/proc/diskstats": "\n",
         "/proc/interrupts": " " * 11 + header + "\n",
