@@ -11,7 +11,7 @@ up: setup
 	.venv/bin/tribunal up
 
 test: setup
-	.venv/bin/python -m pytest -q -p no:cacheprovider
+	.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30
 
 lint: setup
 	.venv/bin/ruff check .
