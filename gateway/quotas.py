@@ -21,7 +21,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING
 
-from redis.exceptions import LockError, RedisError
+from redis.exceptions import RedisError
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -108,25 +108,20 @@ async def admission(principal: Principal, limit: QuotaName) -> AsyncIterator[Non
     if _exempt(principal):
         yield
         return
-    lock = None
-    try:
-        lock = tenant_lock(await queue.get_pool(), principal.tenant, hold_s=ADMISSION_HOLD_S, wait_s=ADMISSION_WAIT_S)
-        acquired = await lock.acquire()
-    except LockError:
-        acquired = False
-    except (RedisError, OSError):
-        log.warning("admission lock unavailable; submission counted unlocked", exc_info=True)
-        lock = None
-    if lock is not None and not acquired:
-        refusal = _refuse(limit, quota_of(principal.quotas, limit), CAP_RETRY_AFTER_S)
-        refusal.detail = f"{refusal.detail}: the tenant's other submissions are being counted; try again"
-        raise refusal
-    try:
+    async with contextlib.AsyncExitStack() as held:
+        try:
+            redis = await queue.get_pool()
+            locked = await held.enter_async_context(
+                tenant_lock(redis, principal.tenant, hold_s=ADMISSION_HOLD_S, wait_s=ADMISSION_WAIT_S)
+            )
+        except (RedisError, OSError):
+            log.warning("admission lock unavailable; submission counted unlocked", exc_info=True)
+            locked = True
+        if not locked:
+            refusal = _refuse(limit, quota_of(principal.quotas, limit), CAP_RETRY_AFTER_S)
+            refusal.detail = f"{refusal.detail}: the tenant's other submissions are being counted; try again"
+            raise refusal
         yield
-    finally:
-        if lock is not None:
-            with contextlib.suppress(LockError, RedisError, OSError):
-                await lock.release()
 
 
 async def _over_cap(session: AsyncSession, principal: Principal, limit: QuotaName, count: int, adding: int) -> None:

@@ -27,8 +27,7 @@ from typing import Any, Literal, NoReturn, cast, get_args
 from arq.constants import retry_key_prefix
 from arq.worker import Retry
 from redis.asyncio import Redis
-from redis.asyncio.lock import Lock
-from redis.exceptions import LockError
+from redis.exceptions import LockError, RedisError
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -338,12 +337,23 @@ async def job_token_budget(session: AsyncSession, redis: Redis | None, job: Job)
     return JudgeTokenBudget(redis, job.tenant, await tenant_judge_token_limit(session, job.tenant))
 
 
-def tenant_lock(redis: Redis, tenant: str, *, hold_s: float, wait_s: float) -> Lock:
-    """The tenant's one admission lock: held by whoever counts the tenant's live work and stores more of it (a
+@contextlib.asynccontextmanager
+async def tenant_lock(redis: Redis, tenant: str, *, hold_s: float, wait_s: float) -> AsyncIterator[bool]:
+    """The tenant's one admission lock, held by whoever counts the tenant's live work and stores more of it (a
     gateway submission, gateway/quotas.py `admission`; a worker growing a job, growth_lock), so that no two of
-    them count the same room. It expires `hold_s` after it is taken if its holder dies; `acquire()` waits
-    `wait_s`."""
-    return redis.lock(f"{_PREFIX}:grow:{tenant}", timeout=hold_s, blocking_timeout=wait_s)
+    them count the same room. Yields whether it was had within `wait_s`; it expires `hold_s` after it was taken
+    if its holder dies. A Redis error while taking it propagates."""
+    lock = redis.lock(f"{_PREFIX}:grow:{tenant}", timeout=hold_s, blocking_timeout=wait_s)
+    try:
+        acquired = await lock.acquire()
+    except LockError:
+        acquired = False
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            with contextlib.suppress(LockError, RedisError, OSError):  # unreleased, it expires by itself
+                await lock.release()
 
 
 @contextlib.asynccontextmanager
@@ -356,17 +366,8 @@ async def growth_lock(redis: Redis | None, tenant: str, *, timeout_s: float = 60
     if redis is None:
         yield True
         return
-    lock = tenant_lock(redis, tenant, hold_s=timeout_s, wait_s=timeout_s / 2)
-    try:
-        acquired = await lock.acquire()
-    except LockError:
-        acquired = False
-    try:
-        yield acquired
-    finally:
-        if acquired:
-            with contextlib.suppress(LockError):
-                await lock.release()
+    async with tenant_lock(redis, tenant, hold_s=timeout_s, wait_s=timeout_s / 2) as locked:
+        yield locked
 
 
 async def wait_at_cap(ctx: Mapping[str, Any], delay_s: float) -> NoReturn:
