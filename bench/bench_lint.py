@@ -7,7 +7,8 @@ problem also as a messy rewrite with unused imports, a syntax error, or a `pylin
 attempt is judged as the judge worker judges it (judge/worker.py): up to 32 attempts at once (judge_slots), each
 attempt's five judges at once (sample_tests, chrf, codebleu, edit_similarity, lint); database writes are left out.
 
-- warm: `score_offline_async`, as the worker calls it now: lint joins a warm pylint batch (judge/pylint_warm.py).
+- warm: `score_offline_async`, as the worker calls it now: lint joins a warm pylint batch
+  (judge/harness/pylint_warm.py).
 - cold: `score_offline` in a thread for every judge, as the worker called it before: lint starts one jail and one
   fresh interpreter importing pylint per attempt.
 

@@ -24,10 +24,10 @@ from sklearn import metrics as skm
 from metrics._arrays import BoolArray, FloatArray, as_float_vector, as_label_vector, check_same_length
 from metrics.agreement import spearman
 from metrics.errors import MetricInputError, UndefinedMetricError
-from services.kernel.contracts import Arm
 
-SEMANTIC = Arm.SEMANTIC
-CONTROL = Arm.CONTROL
+# The arms by their string values (the platform's `Arm` enumeration; this library imports nothing of the platform).
+SEMANTIC = "semantic"
+CONTROL = "control"
 PRIMARY_THRESHOLD = 0.5
 REACTION_DROP = 0.05
 

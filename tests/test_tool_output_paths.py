@@ -44,17 +44,21 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ),
     ("services/sandbox/jail.py", "unjudged_reason", "jail_error"): "tested for presence only; never copied",
     ("executor/worker.py", "_direct_result", "compile_output"): "the sanitised build output, returned",
-    ("judge/offline.py", "_run_tool", "nsjail_log"): "logged only, on a sandbox failure",
-    ("judge/offline.py", "_pylint_cold_run", "stdout"): "returned to _pylint_result, which parses it (below)",
-    ("judge/offline.py", "_pylint_from_record", "stdout"): (
-        "a warm child's stdout, parsed by _pylint_result: only pylint symbols matching an id pattern, types, lines"
+    ("judge/offline/tools.py", "run_tool", "nsjail_log"): "logged only, on a sandbox failure",
+    ("judge/offline/pylint_driver.py", "pylint_cold_run", "stdout"): (
+        "returned to pylint_result, which parses it (below)"
     ),
-    ("judge/offline.py", "_pylint_warm_run", "stdout"): (
-        "the warm supervisor's framed records, parsed strictly by _warm_records (stops at the first malformed one)"
+    ("judge/offline/pylint_batch.py", "_pylint_from_record", "stdout"): (
+        "a warm child's stdout, parsed by pylint_result: only pylint symbols matching an id pattern, types, lines"
     ),
-    ("judge/offline.py", "_pylint_warm_run", "jail_error"): "logged only, on a sandbox failure",
-    ("judge/offline.py", "_pylint_warm_run", "nsjail_log"): "logged only, on a sandbox failure",
-    ("judge/offline.py", "_cppcheck", "stderr"): "parsed XML; only ids matching a pattern, severities, lines kept",
+    ("judge/offline/pylint_batch.py", "warm_run", "stdout"): (
+        "the warm supervisor's framed records, parsed strictly by warm_records (stops at the first malformed one)"
+    ),
+    ("judge/offline/pylint_batch.py", "warm_run", "jail_error"): "logged only, on a sandbox failure",
+    ("judge/offline/pylint_batch.py", "warm_run", "nsjail_log"): "logged only, on a sandbox failure",
+    ("judge/offline/cppcheck.py", "lint_cppcheck", "stderr"): (
+        "parsed XML; only ids matching a pattern, severities, lines kept"
+    ),
     ("gateway/submissions.py", "_attempt_json", "compile_output"): "the sanitised build output, in the response",
     ("services/mutation/__main__.py", "main", "stdout"): "sys.stdout: where the child writes its JSON answer",
     ("services/perturb/isolation.py", "generate_isolated", "stdout"): (
@@ -115,7 +119,7 @@ REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
 # jail, and what they read is the jail's own. Each is started only by a reviewed process start above.
 IN_JAIL_SCRIPTS = {
     "services/sandbox/launcher.py",  # a reusable jail's zygote (Sandbox._spawn_prepared)
-    "judge/pylint_warm.py",  # the warm lint supervisor, run by ToolJail as `python3 -c` inside the jail
+    "judge/harness/pylint_warm.py",  # the warm lint supervisor, run by ToolJail as `python3 -c` inside the jail
 }
 
 

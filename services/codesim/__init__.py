@@ -2,7 +2,7 @@
 
 No database, queue or network: the functions take (reference, candidate, language), the language one of the
 project's ids (python, c, cpp, java; services/kernel/languages.py), and return the metric's own value. Tribunal's
-offline judges (judge/offline.py) map these values to their 0..5 scores.
+offline judges (judge/offline/reference.py) map these values to their 0..5 scores.
 
 - `chrf_pp`: chrF++ (sacrebleu, word_order=2) on Pygments token streams, 0..100.
 - `codebleu` / `codebleu_score`: CodeBLEU in [0, 1] by recipe ("package": the codebleu package's own;

@@ -12,9 +12,9 @@ Recipes (`CodeBleuRecipe`):
   the syntax and data-flow components the source as given, and value = 0.25 * (ngram + weighted + syntax +
   (dataflow or 1)), so a data-flow match of 0 (none of the reference's edges found, or a reference without data
   flow) counts as 1.
-- `pygments`: the recipe of Tribunal's `codebleu` judge (judge/offline.py). Comments (as Pygments sees them) are
-  blanked first (`blank_comments`); the n-gram components see Pygments tokens without whitespace and comments
-  (`code_tokens`), the syntax and data-flow components the blanked source. value = the mean of the four
+- `pygments`: the recipe of Tribunal's `codebleu` judge (judge/offline/reference.py). Comments (as Pygments sees
+  them) are blanked first (`blank_comments`); the n-gram components see Pygments tokens without whitespace and
+  comments (`code_tokens`), the syntax and data-flow components the blanked source. value = the mean of the four
   components with a data-flow match of 0 kept as 0; when the reference has no data flow at all (the package
   warns that the component "degenerates") that component is left out and value is the mean of the other three.
 

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from judge import offline
-from judge.offline import lint
+from judge.offline import PylintBatcher, lint, pylint_batch, pylint_driver, tools
 from judge.tooljail import ToolJail
 from services.sandbox.jail import INSIDE_ID
 
@@ -52,7 +51,7 @@ PROBE_DRIVER = (
     "    probe['go'] = signal.sigtimedwait([signal.SIGUSR1], 60) is not None\n"
     "    print(json.dumps(probe))\n"
     "    sys.exit(0)\n"
-) + offline._PYLINT_DRIVER
+) + pylint_driver.PYLINT_DRIVER
 
 
 def _descendants(pid: int) -> list[int]:
@@ -130,7 +129,7 @@ def _paused_child(own_marker: bytes, deadline: float) -> tuple[int, int]:
 def test_a_child_holds_only_its_own_file_and_nobody_reads_the_supervisor(
     tool_jail: ToolJail, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(offline, "LINT_WALL_S", 60.0)  # the paused child is not stopped by the wall clock
+    monkeypatch.setattr(tools, "LINT_WALL_S", 60.0)  # the paused child is not stopped by the wall clock
     markers = [f"tribunal_marker_{secrets.token_hex(12)}".encode() for _ in range(4)]
     first, own, after, last = markers
     sources = [
@@ -139,10 +138,10 @@ def test_a_child_holds_only_its_own_file_and_nobody_reads_the_supervisor(
         b'"""Third tenant."""\nTHIRD = "' + after + b'"\nprint(THIRD)\n',
         b'"""Fourth tenant."""\nFOURTH = "' + last + b'"\nprint(FOURTH)\n',
     ]
-    outcome: dict[str, tuple[bool, list[offline._WarmRecord]]] = {}
+    outcome: dict[str, tuple[bool, list[pylint_batch.WarmRecord]]] = {}
 
     def batch() -> None:
-        outcome["result"] = offline._pylint_warm_run(tool_jail, sources, driver=PROBE_DRIVER)
+        outcome["result"] = pylint_batch.warm_run(tool_jail, sources, driver=PROBE_DRIVER)
 
     worker = threading.Thread(target=batch)
     worker.start()
@@ -187,13 +186,11 @@ def test_a_supervisor_that_cannot_become_non_dumpable_lints_nothing(
     tool_jail: ToolJail, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """It exits before reading anything; the judge lints each file cold, with the cold result."""
-    script = offline._pylint_warm_script()
+    script = pylint_batch.warm_script()
     failing = script.replace("def make_undumpable() -> bool:\n", "def make_undumpable() -> bool:\n    return False\n")
     assert failing != script
-    monkeypatch.setattr(offline, "_pylint_warm_script", lambda: failing)
+    monkeypatch.setattr(pylint_batch, "warm_script", lambda: failing)
     sources = [b'"""A."""\nprint(1)\n', b"def broken(:\n"]
-    assert offline._pylint_warm_run(tool_jail, sources) == (False, [])
+    assert pylint_batch.warm_run(tool_jail, sources) == (False, [])
     source = "import os\nprint(os.sep)\n"
-    assert offline.PylintBatcher(tool_jail).submit(source).result() == lint(
-        source, "python", jail=tool_jail, warm=False
-    )
+    assert PylintBatcher(tool_jail).submit(source).result() == lint(source, "python", jail=tool_jail, warm=False)

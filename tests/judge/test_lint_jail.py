@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from judge import offline
-from judge.offline import OfflineScore, OfflineUnavailable, lint
+from judge.offline import OfflineScore, OfflineUnavailable, cppcheck, lint, pylint_driver
 from judge.tooljail import TOOL_FILES_DIR, ToolJail
 
 REPO = Path(__file__).resolve().parents[2]
@@ -244,12 +243,12 @@ def test_pylint_report_values_are_checked() -> None:
             ],
         }
     )
-    status, score, messages = offline._pylint_report(b"noise\n" + line.encode())
+    status, score, messages = pylint_driver.pylint_report(b"noise\n" + line.encode())
     assert (status, score) == (4, 7.5)
     assert messages == [("unused-import", "warning", 3), ("eval-used", "warning", None)]
     for bad in (b"", b"not json", b'{"status": 1000, "score": 1, "messages": []}', b'{"status": 0}'):
         with pytest.raises(OfflineUnavailable, match="^lint: pylint gave no readable report$"):
-            offline._pylint_report(bad)
+            pylint_driver.pylint_report(bad)
 
 
 def test_cppcheck_report_values_are_checked() -> None:
@@ -261,9 +260,9 @@ def test_cppcheck_report_values_are_checked() -> None:
         '<error id="unusedVariable" severity="style" msg="m"><location file="f" line="&#178;"/></error>'
         "</errors></results>"
     )
-    assert offline._cppcheck_report(report.encode()) == [("nullPointer", "error", 4), ("unusedVariable", "style", None)]
+    assert cppcheck.cppcheck_report(report.encode()) == [("nullPointer", "error", 4), ("unusedVariable", "style", None)]
     with pytest.raises(OfflineUnavailable, match="^lint: cppcheck gave no readable report$"):
-        offline._cppcheck_report(b"<results><error id='x' severity='error'")
+        cppcheck.cppcheck_report(b"<results><error id='x' severity='error'")
 
 
 # --- what the jail can see -------------------------------------------------------------------------------------------

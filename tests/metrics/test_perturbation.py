@@ -8,7 +8,14 @@ from scipy import stats
 from sklearn import metrics as skm
 
 from metrics import MetricInputError, UndefinedMetricError, compute
-from metrics.perturbation import arm_discrimination, reactions, score_drop, severity_gradient
+from metrics.perturbation import CONTROL, SEMANTIC, arm_discrimination, reactions, score_drop, severity_gradient
+from services.kernel.contracts import Arm
+
+
+def test_the_arms_are_the_platforms_arm_values() -> None:
+    """The library names the arms by their string values; they are the kernel's `Arm` values, all of them."""
+    assert {SEMANTIC, CONTROL} == {arm.value for arm in Arm}
+    assert (SEMANTIC, CONTROL) == (Arm.SEMANTIC.value, Arm.CONTROL.value)
 
 
 def test_arm_discrimination_worked_example() -> None:

@@ -7,7 +7,7 @@ The report has the paper's five sources:
 - the diff between the program and its 5-point pre-perturbation parent (difflib's unified diff);
 - the sequence of perturbation rules (id, category, ceiling, instruction);
 - a static analysis report: a typed slot. The linters (pylint, cppcheck) run in nsjail inside the judge service
-  (judge/offline.py), which this service may not import; `StaticAnalysis.from_lint_fields` reads the fields the
+  (judge/offline/), which this service may not import; `StaticAnalysis.from_lint_fields` reads the fields the
   offline `lint` judge stores on its judgment row, so a caller that has judged the program with it fills the
   slot from the database, and otherwise leaves it `not_run` with the reason;
 - the full execution and test report, from the stored execution (`ExecutionResult` or its row's JSON);
@@ -120,7 +120,7 @@ class StaticAnalysis(BaseModel):
 
     @classmethod
     def from_lint_fields(cls, fields: Mapping[str, Any]) -> StaticAnalysis:
-        """From the `fields` the offline `lint` judge stores on its judgment (judge/offline.py): `tool`,
+        """From the `fields` the offline `lint` judge stores on its judgment (judge/offline/): `tool`,
         `rationale`, `messages` [{symbol, type, line}] and `message_counts` (pylint), or the cppcheck ones."""
         findings = []
         for message in fields.get("messages") or []:

@@ -9,7 +9,7 @@ stdin, the batch, is), nor a child's. If it cannot, it exits NOT_ISOLATED and th
 It reads the manifest (the files' keys and sizes, pylint's arguments, the limits, the modules worth warming:
 nothing of any source), imports pylint once, warms astroid by linting a small file of its own (then forgets that
 module), and for each file of the batch forks one child that lints exactly that file with the same driver code the
-cold path runs as `python3 -I -c` (judge/offline.py `_PYLINT_DRIVER`). Every child starts from the same
+cold path runs as `python3 -I -c` (judge/offline/pylint_driver.py `PYLINT_DRIVER`). Every child starts from the same
 post-warm-up state, so nothing one file leaves in astroid's caches or pylint's state reaches another, and each
 file's report is what a cold run prints.
 
@@ -106,8 +106,8 @@ PR_SET_DUMPABLE = 4
 
 def warm_modules(sources: list[bytes]) -> list[str]:
     """The costly modules worth warming for a batch: those two files or more import. Building a module in the
-    supervisor costs what building it in one child costs. Computed by the judge (judge/offline.py), which holds the
-    batch, so that the supervisor never needs more than one file at a time."""
+    supervisor costs what building it in one child costs. Computed by the judge (judge/offline/pylint_batch.py),
+    which holds the batch, so that the supervisor never needs more than one file at a time."""
     importers: dict[str, int] = dict.fromkeys(WARMUP_IF_IMPORTED, 0)
     for source in sources:
         for name in {name.decode() for line in IMPORT_LINES.findall(source) for name in COSTLY_NAMES.findall(line)}:
@@ -296,7 +296,7 @@ def lint_file(
     # The child's peak RSS (KiB) counts the pages it shares with this process: near the jail's limit when the
     # limit is what stopped it.
     near_limit = usage.ru_maxrss >= NEAR_LIMIT * manifest["memory_mb"] * 1024
-    # As a cold run is classified (services/sandbox/jail.py `classify`, then judge/offline.py `_run_tool`).
+    # As a cold run is classified (services/sandbox/jail.py `classify`, then judge/offline/tools.py `run_tool`).
     if stopped == "output":
         header["outcome"] = "output"
     elif stopped == "timeout" or killed_by == signal.SIGXCPU or cpu >= manifest["cpu_s"]:
