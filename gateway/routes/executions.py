@@ -13,6 +13,7 @@ from gateway.schemas import ExecutionIn
 from services.kernel import jobs, queue
 from services.kernel.contracts import TERMINAL_JOB_STATUSES, JobKind, JobStatus
 from services.kernel.models import Job
+from services.kernel.plans import DirectExecutionPlan
 from services.kernel.registry import Task
 from services.kernel.settings import get_settings
 
@@ -27,8 +28,8 @@ router = APIRouter(prefix="/v1/executions", tags=["executions"])
 )
 async def execute(body: ExecutionIn, principal: SubmitKey, session: SessionDep) -> Any:
     await quotas.check_running_executions(session, principal)
-    params = body.model_dump(mode="json", exclude={"wait"})
-    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.EXECUTE_DIRECT, total=1, params=params)
+    plan = DirectExecutionPlan.model_validate(body.model_dump(exclude={"wait"}))
+    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.EXECUTE_DIRECT, total=1, plan=plan)
     await session.commit()
     job_id = job.job_id
     try:
