@@ -44,8 +44,10 @@ from services.kernel import cancel, jobs, queue, telemetry, worker
 from services.kernel.contracts import LIVE_JOB_STATUSES, Checker, JobStatus, Limits, Mode, PairStatus, TestCase
 from services.kernel.db import session_scope
 from services.kernel.models import Job, Problem, SimilarityPair, utcnow
-from services.kernel.registry import Task, pair_unit
+from services.kernel.plans import SimilarityPlan
+from services.kernel.registry import Task
 from services.kernel.settings import get_settings
+from services.kernel.subjects import pair_unit, parse_pair_subject
 
 log = logging.getLogger("tribunal.similarity")
 
@@ -74,13 +76,12 @@ PAIR_SPENT_PREFIX = "tribunal:pair-spent:"
 PAIR_SPENT_TTL_S = 24 * 3600
 
 
-def pair_budget_s(params: dict[str, Any]) -> float:
+def pair_budget_s(plan: SimilarityPlan) -> float:
     """The most one pair may take, all its tries together: its repetitions' budgets (R x (T + 1 s)) plus
     PAIR_OVERHEAD_S, and never more than one try's task limit (_deadline_s), so that no pair holds a similarity
     worker for the queue's time limit times its tries."""
-    repeats = int(params.get("repeats", 5))
-    per_repetition = float(params.get("time_budget_s", 60.0)) + 1.0
-    return min(_deadline_s(), repeats * per_repetition + PAIR_OVERHEAD_S)
+    per_repetition = plan.time_budget_s + 1.0
+    return min(_deadline_s(), plan.repeats * per_repetition + PAIR_OVERHEAD_S)
 
 
 async def _spent_s(ctx: dict[str, Any], subject: str) -> float:
@@ -108,11 +109,6 @@ async def _charge(ctx: dict[str, Any], subject: str, seconds: float) -> None:
             await pipe.execute()
     except (RedisError, OSError) as exc:
         log.warning("could not record the time pair %s took (%s)", subject, exc)
-
-
-def _parse_subject(subject: str) -> tuple[str, int]:
-    ordinal, job_id = subject.split("@", 1)
-    return job_id, int(ordinal)
 
 
 def _input_spec(pair: SimilarityPair, problem: Problem | None, tests: list[TestCase]) -> dict[str, Any]:
@@ -181,13 +177,13 @@ class _Loaded:
     tests: list[TestCase]
     checker: Checker
     limits: Limits
-    params: dict[str, Any]
+    plan: SimilarityPlan
     tenant: str
 
 
 async def _score(ctx: dict[str, Any], loaded: _Loaded, deadline_s: float) -> dict[str, Any]:
     """Fuzz the pair and measure it, within `deadline_s`: the pair's result (its `status` key says ok or not)."""
-    pair, params = loaded.pair, loaded.params
+    pair, plan = loaded.pair, loaded.plan
     mode = Mode(pair.mode)
     started = time.perf_counter()
     async with asyncio.timeout(deadline_s):
@@ -196,10 +192,8 @@ async def _score(ctx: dict[str, Any], loaded: _Loaded, deadline_s: float) -> dic
         except SpecError as exc:
             raise _Unscorable(f"no input spec: {exc}") from None
         spec = parse_spec(spec_used["spec"])
-        n_inputs = params.get("n_inputs") or (
-            DEFAULT_INPUTS_FUNCTION if mode == Mode.FUNCTION else DEFAULT_INPUTS_PROGRAM
-        )
-        repeats, seed = int(params.get("repeats", 5)), int(params.get("seed", 0))
+        n_inputs = plan.n_inputs or (DEFAULT_INPUTS_FUNCTION if mode == Mode.FUNCTION else DEFAULT_INPUTS_PROGRAM)
+        repeats, seed = plan.repeats, plan.seed
         repetitions = await asyncio.to_thread(generate_repetitions, spec, n_inputs, repeats, seed)
         # The problem's own tests join every repetition (services/fuzzing/mix.py): a program that told its tests'
         # inputs from generated ones, and answered them differently, is compared on them too.
@@ -215,16 +209,15 @@ async def _score(ctx: dict[str, Any], loaded: _Loaded, deadline_s: float) -> dic
             mode=mode,
             entry_point=pair.entry_point,
             repetitions=repetitions,
-            time_budget_s=float(params.get("time_budget_s", 60.0)),
-            per_input_timeout_s=float(params.get("per_input_timeout_s", 2.0)),
-            float_tolerance=params.get("float_tolerance"),
-            timeout_rule=params.get("timeout_rule", "paper"),
+            time_budget_s=plan.time_budget_s,
+            per_input_timeout_s=plan.per_input_timeout_s,
+            float_tolerance=plan.float_tolerance,
+            timeout_rule=plan.timeout_rule,
             checker=loaded.checker,
             limits=loaded.limits,
             test_positions=positions,
         )
-        by_language = params.get("crystal_ignore") or {}
-        crystal_ignore = [tuple(ngram) for ngram in by_language.get(pair.candidate_language, [])]
+        crystal_ignore = [tuple(ngram) for ngram in plan.crystal_ignore.get(pair.candidate_language, [])]
         surface = await asyncio.to_thread(_surface_and_metrics, pair, crystal_ignore)
     fuzzing = outcome.to_json()
     return {
@@ -235,7 +228,7 @@ async def _score(ctx: dict[str, Any], loaded: _Loaded, deadline_s: float) -> dic
         "test_inputs": len(tests),
         "repeats": repeats,
         "seed": seed,
-        "timeout_rule": params.get("timeout_rule", "paper"),
+        "timeout_rule": plan.timeout_rule,
         "input_spec": spec_used,
         "duration_s": round(time.perf_counter() - started, 3),
     }
@@ -245,7 +238,7 @@ async def _score(ctx: dict[str, Any], loaded: _Loaded, deadline_s: float) -> dic
 async def score_pair(ctx: dict[str, Any], subject: str) -> None:
     """Score one pair of a similarity job, once, within its budget across every try (pair_budget_s). A cancel of
     its job stops it (its jails killed) and leaves it `cancelled`."""
-    job_id, ordinal = _parse_subject(subject)
+    job_id, ordinal = parse_pair_subject(subject)
     watch = cancel.watch_of(ctx)
     if watch.known_cancelled(job_id):
         return  # a pair of a job cancelled while it was queued: skipped without a look at the database
@@ -262,13 +255,12 @@ async def score_pair(ctx: dict[str, Any], subject: str) -> None:
             tests=[TestCase.model_validate(t) for t in (problem.tests if problem else [])],
             checker=Checker.model_validate(problem.checker) if problem else Checker(),
             limits=Limits.model_validate(problem.limits) if problem else Limits(),
-            params=dict(job.params or {}),
+            plan=job.plan(SimilarityPlan),
             tenant=job.tenant,
         )
         session.expunge(pair)
-    params = loaded.params
-    single = bool(params.get("single"))
-    budget = pair_budget_s(params)
+    single = loaded.plan.single
+    budget = pair_budget_s(loaded.plan)
     remaining = budget - await _spent_s(ctx, subject)
     if remaining <= 0:
         await _fail_pair(job_id, ordinal, f"scoring the pair used its budget ({budget:g} s) on earlier tries", single)

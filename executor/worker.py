@@ -30,6 +30,7 @@ from services.kernel.contracts import (
 )
 from services.kernel.db import session_scope, upsert, upsert_many
 from services.kernel.models import Execution, Job, Problem, utcnow
+from services.kernel.plans import DirectExecutionPlan
 from services.kernel.registry import LANGUAGES_KEY, Task
 from services.kernel.settings import get_settings
 
@@ -336,22 +337,19 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
         if job is None or job.status not in LIVE_JOB_STATUSES:
             return
         await jobs.mark_running(session, job_id)
-        params = dict(job.params or {})
+        plan = job.plan(DirectExecutionPlan)
         tenant = job.tenant
-    if params.get("tests") is None:
-        tests = [TestCase(input=params.get("stdin") or "", public=True)]
-    else:
-        tests = _tests(params["tests"])
+    tests = [TestCase(input=plan.stdin or "", public=True)] if plan.tests is None else list(plan.tests)
     executor: Executor = ctx["executor"]
     run = executor.execute(
         tenant=tenant,
-        language=params["language"],
-        source_code=params["source_code"],
+        language=plan.language,
+        source_code=plan.source_code,
         tests=tests,
-        mode=Mode(params.get("mode", Mode.STDIO)),
-        entry_point=params.get("entry_point"),
-        checker=Checker.model_validate(params.get("checker") or {}),
-        limits=Limits.model_validate(params.get("limits") or {}),
+        mode=plan.mode,
+        entry_point=plan.entry_point,
+        checker=plan.checker,
+        limits=plan.limits,
     )
     try:
         # Stopped, its jails killed, if the job is cancelled: the cancel already ended the job, with no result.
@@ -371,7 +369,7 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
         return
     async with session_scope() as session:
         await jobs.finish(session, job_id, JobStatus.SUCCEEDED, result=_direct_result(outcome))
-    _record_telemetry(params["language"], outcome, "direct")
+    _record_telemetry(plan.language, outcome, "direct")
 
 
 async def _startup(ctx: dict[str, Any]) -> None:

@@ -6,8 +6,8 @@ no quotas.
 Every kind of work is counted: attempts (queued_attempts), similarity pairs (queued_pairs), the judgments a request
 asks for (judgments_per_request, and the tenant's judgments_per_day), direct executions and reports. A job that
 grows after it is accepted (a perturbation's mutants, a synthesis job's programs) is bounded by the worker that
-grows it (services/kernel/ratelimit.py `growth_room`), under the quotas of the key recorded in its params
-(`owner_params`).
+grows it (services/kernel/ratelimit.py `growth_room`), under the quotas of the key recorded in its plan
+(`owner_key_id`, services/kernel/plans.py `OwnedPlan`).
 
 The caps on live work are counted in the database at submission, under the tenant's admission lock (`admission`,
 the lock a worker growing one of the tenant's jobs holds too), so that submissions sent together are counted one
@@ -30,7 +30,6 @@ from services.kernel import queue, telemetry
 from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind
 from services.kernel.models import Attempt, Job
 from services.kernel.ratelimit import (
-    OWNER_KEY_PARAM,
     JudgeTokenBudget,
     QuotaName,
     add_judgments,
@@ -72,12 +71,6 @@ def _refuse(
         refusal.detail = f"{refusal.detail}: the request adds {asked}"
         refusal.extensions["requested"] = asked
     return refusal
-
-
-def owner_params(principal: Principal) -> dict[str, str]:
-    """What a job that grows records of who made it: the key whose quotas bound its growth (the worker reads them,
-    ratelimit.job_owner_quotas)."""
-    return {OWNER_KEY_PARAM: principal.key_id}
 
 
 async def meter_request(principal: Principal) -> None:

@@ -26,9 +26,11 @@ from services.kernel.contracts import LIVE_JOB_STATUSES, JudgmentOutput, Judgmen
 from services.kernel.db import session_scope, upsert
 from services.kernel.judges import JUDGES_KEY, LLMJudge, OfflineJudge, configured_judges, public_view
 from services.kernel.models import Attempt, Execution, Judgment, Problem, utcnow
+from services.kernel.plans import JudgingPlan
 from services.kernel.ratelimit import JudgeTokenBudget, tenant_judge_token_limit
 from services.kernel.registry import Task
 from services.kernel.settings import get_settings
+from services.kernel.subjects import Subject, judged_unit
 from services.llm import DbResponseCache
 
 log = logging.getLogger("tribunal.judge")
@@ -42,9 +44,10 @@ class Plan:
 
 
 def parse_subject(subject: str) -> tuple[str, str | None]:
-    """`attempt_id` (the attempt's own judging) or `attempt_id@job_id` (a re-judge job)."""
-    attempt_id, _, job_id = subject.partition("@")
-    return attempt_id, job_id or None
+    """`attempt_id` (the attempt's own judging) or `attempt_id@job_id` (a job's: re-judge, perturbation or
+    synthesis, which judges its seeds under its plan)."""
+    parsed = Subject.parse(subject)
+    return (subject, None) if parsed is None else (parsed.item, parsed.job_id or None)
 
 
 async def _write(
@@ -289,8 +292,8 @@ async def judge_attempt(ctx: dict[str, Any], subject: str) -> None:
             if job is None or job.status not in LIVE_JOB_STATUSES:
                 return
             await jobs.mark_running(session, job_id)
-            params = job.params or {}
-            plan = Plan(list(params["judges"]), list(params["conditions"]), int(params["repeats"]))
+            judging = job.plan(JudgingPlan)
+            plan = Plan(list(judging.judges), [str(c) for c in judging.conditions], judging.repeats)
     if isinstance(await watch.run(unit_job, judge_units(ctx, attempt_id, plan)), cancel.Stopped):
         if job_id is None:
             async with session_scope() as session:
@@ -299,7 +302,7 @@ async def judge_attempt(ctx: dict[str, Any], subject: str) -> None:
         return
     async with session_scope() as session:
         if job_id is not None:
-            await jobs.count_unit_once(session, job_id, attempt_id)
+            await jobs.count_unit_once(session, job_id, judged_unit(attempt_id))
             return
         moved, following = await attempts.finish_stage(session, attempt_id, Stage.JUDGE)
     await attempts.after_stage(attempt_id, moved, following, tenant=tenant)

@@ -21,6 +21,7 @@ from gateway.waiting import EndedAttempts
 from services.kernel import attempts, jobs
 from services.kernel.contracts import FINAL_ATTEMPT_STATUSES, AttemptStatus, JobKind, JobStatus
 from services.kernel.models import Attempt, new_id
+from services.kernel.plans import AttemptsPlan
 
 router = APIRouter(prefix="/v1/attempts", tags=["attempts"])
 
@@ -39,7 +40,7 @@ async def submit(body: AttemptIn, principal: SubmitKey, session: SessionDep) -> 
                         tenant=principal.tenant,
                         kind=JobKind.EXECUTE_ATTEMPT,
                         total=1,
-                        params={"attempt_ids": [attempt.attempt_id]},
+                        plan=AttemptsPlan(attempt_ids=[attempt.attempt_id]),
                         job_id=job_id,
                     )
                 asked = quotas.judgments_of([attempt] if created else [])
@@ -70,7 +71,7 @@ async def submit_batch(body: BatchIn, principal: SubmitKey, session: SessionDep)
                 tenant=principal.tenant,
                 kind=JobKind.EXECUTE_BATCH,
                 total=len(new),
-                params={"attempt_ids": ids},
+                plan=AttemptsPlan(attempt_ids=ids),
                 job_id=job_id,
             )
             if not new:

@@ -4,7 +4,7 @@
 exemplars first) and enqueues its first steps; the perturb worker synthesises with an LLM, every program becomes an
 attempt that the executor runs and the verify stage keeps or drops, and the job ends with 0-point pairs, the
 representatives and their calibration reports. The gateway validates, plans, reads and records calibrated scores;
-it never imports the service (the plan's format is the registry's, services/kernel/registry.py).
+it never imports the service (the plan is the kernel's, services/kernel/plans.py `SynthesisPlan`).
 """
 
 from __future__ import annotations
@@ -28,15 +28,17 @@ from services.kernel import attempts, jobs, queue
 from services.kernel.contracts import AttemptStatus, Condition, JobKind, Verdict
 from services.kernel.judges import LLMJudge, configured_judges
 from services.kernel.models import Attempt, Job, Problem
-from services.kernel.registry import (
-    SYNTHESIS_FINAL,
-    job_units,
-    slot_unit,
-    synthesis_slot,
-    synthesis_tally,
-    synthesis_work,
+from services.kernel.pending import synthesis_tally, synthesis_work
+from services.kernel.plans import (
+    DEFAULT_MAX_DRAWS,
+    PAPER_M,
+    PAPER_SELECT_M,
+    SynthesisPlan,
+    SynthesisRequirement,
+    SynthesisSlot,
 )
 from services.kernel.settings import get_settings
+from services.kernel.subjects import SYNTHESIS_FINAL, slot_unit, synthesis_slot
 from services.mutation.axiom_records import (
     AxiomRecord,
     CalibratedScore,
@@ -50,10 +52,7 @@ from services.mutation.axiom_records import (
 
 router = APIRouter(prefix="/v1/benchmarks", tags=["benchmarks"])
 
-# Paper 000 IV-A: M = 2 programs per target score per requirement; m = 90 representatives per target score.
-PAPER_M = 2
-PAPER_SELECT_M = 90
-DEFAULT_MAX_DRAWS = 4
+# Paper 000 IV-A's M and m, and the draws per slot: the plan's defaults (services/kernel/plans.py).
 SYNTHESIS_TARGETS = (0, 1, 2, 3, 4)  # 5-point programs are the pool: the seeds plus exemplars (III-B2)
 MAX_SLOTS_PER_SEED_LIMIT = 10  # a job plans at most this many times TRIBUNAL_MAX_BATCH_SIZE slots
 # Bounds on what one request may cost (LLM calls, sandbox runs, and representative selection, whose token edit
@@ -180,15 +179,15 @@ async def _seeds(session: AsyncSession, tenant: str, body: SynthesizeIn) -> list
     return [(problems[pk], seeds) for pk, seeds in by_problem.items()]
 
 
-def plan_slots(seed_counts: Sequence[int], targets: Sequence[int], m: int) -> list[dict[str, Any]]:
+def plan_slots(seed_counts: Sequence[int], targets: Sequence[int], m: int) -> list[SynthesisSlot]:
     """The job's slots: for each requirement, exemplars until its 5-point pool has m programs (III-B2), one after
     the other, then m programs of each target 1..4 (III-B3), which wait for the exemplars (they perturb the pool)."""
-    slots: list[dict[str, Any]] = []
+    slots: list[SynthesisSlot] = []
     for requirement, seeds in enumerate(seed_counts):
         exemplars = [synthesis_slot(requirement, 5, k) for k in range(max(0, m - seeds))]
-        slots += [{"slot": slot, "after": exemplars[k - 1 : k] if k else []} for k, slot in enumerate(exemplars)]
+        slots += [SynthesisSlot(slot=slot, after=exemplars[k - 1 : k] if k else []) for k, slot in enumerate(exemplars)]
         slots += [
-            {"slot": synthesis_slot(requirement, target, k), "after": exemplars}
+            SynthesisSlot(slot=synthesis_slot(requirement, target, k), after=exemplars)
             for target in targets
             if 1 <= target <= 4
             for k in range(m)
@@ -227,28 +226,28 @@ async def synthesize(body: SynthesizeIn, principal: SubmitKey, session: SessionD
         languages = set((await session.scalars(select(Attempt.language).where(Attempt.attempt_id.in_(seed_ids)))).all())
         pairs = body.m * len(requirements) * max(1, len(languages))
     most_judged = (len(slots) + pairs + len(seed_ids)) * len(judges)
-    params = {
-        **quotas.owner_params(principal),
-        "requirements": [
-            {"problem_id": problem.problem_id, "problem_pk": problem.id, "seed_ids": seeds}
+    plan = SynthesisPlan(
+        owner_key_id=principal.key_id,
+        requirements=[
+            SynthesisRequirement(problem_id=problem.problem_id, problem_pk=problem.id, seed_ids=seeds)
             for problem, seeds in requirements
         ],
-        "seed_ids": seed_ids,
-        "targets": targets,
-        "m": body.m,
-        "select": body.select,
-        "max_draws": body.max_draws,
-        "seed": body.seed,
-        "llms": llms,
-        "slots": slots,
-        "judges": judges,
-        "conditions": [Condition.BLIND],
-        "repeats": 1,
-    }
+        seed_ids=seed_ids,
+        targets=targets,
+        m=body.m,
+        select=body.select,
+        max_draws=body.max_draws,
+        seed=body.seed,
+        llms=llms,
+        slots=slots,
+        judges=judges,
+        conditions=[Condition.BLIND],
+        repeats=1,
+    )
     # Units: every slot, the final step, and each seed judged; programs are added as they are made, and the
     # representatives' calibration reports once they are chosen.
     total = len(slots) + 1 + (len(seed_ids) if judges else 0)
-    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SYNTHESIZE, total=total, params=params)
+    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SYNTHESIZE, total=total, plan=plan)
     async with quotas.judgments_counted(session, principal, len(seed_ids) * len(judges), per_request=most_judged):
         await session.commit()
     try:
@@ -360,9 +359,8 @@ class _Program:
 
 async def _programs(session: AsyncSession, job: Job) -> list[_Program]:
     """Every program of the job (references first, then what it made, by slot), with its problem."""
-    params = job.params or {}
     selected = {i for ids in ((job.result or {}).get("selected") or {}).values() for i in ids}
-    seed_ids = list(params.get("seed_ids", []))
+    seed_ids = list(job.plan(SynthesisPlan).seed_ids)
     rows = list((await session.scalars(select(Attempt).where(Attempt.attempt_id.in_(seed_ids)))).all())
     seeds = {a.attempt_id: a for a in rows}
     made = (
@@ -387,21 +385,21 @@ def _entropy(scores: list[int], scale: tuple[int, int]) -> float | None:
 async def get(job_id: str, principal: ReadKey, session: SessionDep) -> dict[str, Any]:
     """A synthesis job: progress, how its draws ended, its kept programs (and the dropped ones), the entropy."""
     job = await _synthesis_job(session, principal.tenant, job_id)
-    rows = await job_units(session, job_id)
-    params = job.params or {}
+    rows = await jobs.job_units(session, job_id)
+    plan = job.plan(SynthesisPlan)
+    stored = plan.model_dump(mode="json")
     programs = await _programs(session, job)
     kept = [p for p in programs if p.kept is True]
     finished = SYNTHESIS_FINAL in rows
     benchmark = [p for p in kept if p.selected] if finished else kept
     scores = [p.calibrated if p.calibrated is not None else p.target for p in benchmark]
-    slots = [entry["slot"] for entry in params.get("slots", [])]
+    slots = [entry.slot for entry in plan.slots]
     return {
         **jobs.job_view(job),
         "params": {
-            key: params.get(key)
-            for key in ("targets", "m", "select", "max_draws", "seed", "llms", "judges", "seed_ids")
+            key: stored[key] for key in ("targets", "m", "select", "max_draws", "seed", "llms", "judges", "seed_ids")
         },
-        "requirements": [r["problem_id"] for r in params.get("requirements", [])],
+        "requirements": [r.problem_id for r in plan.requirements],
         "slots": {"total": len(slots), "counted": sum(1 for slot in slots if slot_unit(slot) in rows)},
         "outcomes": synthesis_tally(rows),
         "selection_done": finished,
@@ -430,7 +428,7 @@ async def export(
     """The benchmark as JSON Lines in AXIOM's record shape (`inst`, `code`, `lang`, `score`, then `target_score`,
     `rules`, `parent`, `calibrated_score`, `kind`), once the job has selected its representatives."""
     job = await _synthesis_job(session, principal.tenant, job_id)
-    if SYNTHESIS_FINAL not in await job_units(session, job_id):
+    if SYNTHESIS_FINAL not in await jobs.job_units(session, job_id):
         raise ApiError(409, f"synthesis job {job_id!r} has not selected its programs yet (status {job.status})")
     chosen = [p for p in await _programs(session, job) if p.kept is True and (programs == "kept" or p.selected)]
     chosen.sort(key=lambda p: (-p.target, p.problem.problem_id if p.problem else "", p.attempt.attempt_id))
@@ -444,7 +442,7 @@ async def export(
 async def _program(session: AsyncSession, job: Job, attempt_id: str) -> _Program:
     """A program of the benchmark: one of its references, or a program the job made and kept."""
     attempt = await session.get(Attempt, attempt_id)
-    seed_ids = (job.params or {}).get("seed_ids", [])
+    seed_ids = job.plan(SynthesisPlan).seed_ids
     if attempt is None or attempt.tenant != job.tenant or (attempt.job_id != job.job_id and attempt_id not in seed_ids):
         raise not_found(f"program of synthesis job {job.job_id!r}", attempt_id)
     problem = await session.get(Problem, attempt.problem_pk)
@@ -470,7 +468,7 @@ async def get_calibration(job_id: str, attempt_id: str, principal: ReadKey, sess
             why = f"preparing it failed ({program.entry['calibration_report_error']})"
         elif program.target == 0:
             why = "a 0-point pair's score is absolute and is not calibrated (III-B4)"
-        elif program.selected or SYNTHESIS_FINAL not in await job_units(session, job_id):
+        elif program.selected or SYNTHESIS_FINAL not in await jobs.job_units(session, job_id):
             why = "its report is being prepared; retry shortly"
         else:
             why = "reports are prepared for the representatives only (III-C1), and it was not selected"

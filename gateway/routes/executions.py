@@ -13,6 +13,7 @@ from gateway.schemas import ExecutionIn
 from services.kernel import jobs, queue
 from services.kernel.contracts import TERMINAL_JOB_STATUSES, JobKind, JobStatus
 from services.kernel.models import Job
+from services.kernel.plans import DirectExecutionPlan
 from services.kernel.registry import Task
 from services.kernel.settings import get_settings
 
@@ -26,10 +27,10 @@ router = APIRouter(prefix="/v1/executions", tags=["executions"])
     responses={200: {"description": "The finished execution, when `wait` is true"}},
 )
 async def execute(body: ExecutionIn, principal: SubmitKey, session: SessionDep) -> Any:
-    params = body.model_dump(mode="json", exclude={"wait"})
+    plan = DirectExecutionPlan.model_validate(body.model_dump(exclude={"wait"}))
     async with quotas.admission(principal, "running_executions"):
         await quotas.check_running_executions(session, principal)
-        job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.EXECUTE_DIRECT, total=1, params=params)
+        job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.EXECUTE_DIRECT, total=1, plan=plan)
         await session.commit()
     job_id = job.job_id
     try:

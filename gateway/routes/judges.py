@@ -17,8 +17,10 @@ from services.kernel.attempts import resolve_judging
 from services.kernel.contracts import JobKind, JobStatus
 from services.kernel.judges import LLMJudge, OfflineJudge, configured_judges, public_view
 from services.kernel.models import Attempt
+from services.kernel.plans import JudgePlan
 from services.kernel.registry import Task
 from services.kernel.settings import get_settings
+from services.kernel.subjects import job_subject
 
 router = APIRouter(tags=["judges"])
 
@@ -68,15 +70,15 @@ async def rejudge(body: JudgmentsIn, principal: SubmitKey, session: SessionDep) 
     asked = len(body.attempt_ids) * len(judges) * len(conditions) * body.repeats
     if any(isinstance(judge, LLMJudge) and judge.name in judges for judge in _configured()):
         await quotas.check_judge_tokens(session, principal)
-    params = {"attempt_ids": body.attempt_ids, "judges": judges, "conditions": conditions, "repeats": body.repeats}
-    job = jobs.create_job(
-        session, tenant=principal.tenant, kind=JobKind.JUDGE, total=len(body.attempt_ids), params=params
+    plan = JudgePlan(
+        attempt_ids=body.attempt_ids, judges=judges, conditions=[Condition(c) for c in conditions], repeats=body.repeats
     )
+    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.JUDGE, total=len(body.attempt_ids), plan=plan)
     async with quotas.judgments_counted(session, principal, asked):
         await session.commit()
     try:
         for attempt_id in body.attempt_ids:
-            await queue.enqueue(Task.JUDGE_ATTEMPT, f"{attempt_id}@{job.job_id}", tenant=principal.tenant)
+            await queue.enqueue(Task.JUDGE_ATTEMPT, job_subject(attempt_id, job.job_id), tenant=principal.tenant)
     except Exception:  # noqa: BLE001 - the reconciler enqueues what the database holds
         pass
     return {"job_id": job.job_id, "status": JobStatus.QUEUED, "judges": judges, "conditions": conditions}

@@ -17,9 +17,11 @@ from gateway.schemas import INT64_MAX, _In, within_limit
 from gateway.submissions import not_found
 from services.kernel import attempts, jobs, queue
 from services.kernel.contracts import Arm, Condition, JobKind
-from services.kernel.models import Attempt, SimilarityPair
+from services.kernel.models import Attempt, SimilarityPair, new_id
+from services.kernel.plans import PerturbPlan, SimilarityPlan
 from services.kernel.ratelimit import MAX_MUTANTS_PER_SEED
 from services.kernel.registry import Task
+from services.kernel.subjects import job_subject
 from services.mutation import CATALOGUE, operators_for
 from services.mutation.axiom_rules import catalogue as axiom_catalogue
 
@@ -60,22 +62,23 @@ class PerturbationsIn(_In):
         return list(dict.fromkeys(within_limit(ids, MAX_SEEDS_PER_JOB, "seeds", "perturbation job")))
 
 
-def confirmation_params(body: PerturbationsIn) -> dict[str, Any]:
-    """A confirmation job's parameters: a similarity job's (gateway/routes/similarity.py), Algorithm 1's rule."""
-    return {
-        "n_inputs": body.confirm_inputs,
-        "repeats": body.confirm_repeats,
-        "time_budget_s": 60.0,
-        "per_input_timeout_s": 2.0,
-        "float_tolerance": None,
-        "seed": body.seed,
-        "timeout_rule": "paper",
-        "single": False,
-        "crystal_k": 0,
-        "crystal_ignore": {},
-        "thresholds": None,
-        "protocol": "pseudocode",
-    }
+def confirmation_plan(body: PerturbationsIn, perturbation_job_id: str) -> SimilarityPlan:
+    """A confirmation job's plan: a similarity job's (gateway/routes/similarity.py), Algorithm 1's rule."""
+    return SimilarityPlan(
+        n_inputs=body.confirm_inputs,
+        repeats=body.confirm_repeats,
+        time_budget_s=60.0,
+        per_input_timeout_s=2.0,
+        float_tolerance=None,
+        seed=body.seed,
+        timeout_rule="paper",
+        single=False,
+        crystal_k=0,
+        crystal_ignore={},
+        thresholds=None,
+        protocol="pseudocode",
+        perturbation_job_id=perturbation_job_id,
+    )
 
 
 def operator_view(operator: Any) -> dict[str, Any]:
@@ -120,16 +123,7 @@ async def perturb(body: PerturbationsIn, principal: SubmitKey, session: SessionD
     judges: list[str] = []
     if body.judge:
         judges, _ = attempts.resolve_judging(body.judges, [Condition.BLIND], ["body", "judges"])
-    params: dict[str, Any] = {
-        **quotas.owner_params(principal),
-        "attempt_ids": body.attempt_ids,
-        "operators": body.operators,
-        "seed": body.seed,
-        "all_sites": body.all_sites,
-        "judges": judges,
-        "conditions": [Condition.BLIND],
-        "repeats": 1,
-    }
+    job_id = new_id("job")
     confirm_job_id = None
     if body.confirm:
         # The similarity job counts one unit per seed (its mutants' pairs added) and one per pair (scored), so it
@@ -139,15 +133,23 @@ async def perturb(body: PerturbationsIn, principal: SubmitKey, session: SessionD
             tenant=principal.tenant,
             kind=JobKind.SIMILARITY,
             total=len(body.attempt_ids),
-            params=confirmation_params(body),
+            plan=confirmation_plan(body, job_id),
         )
         confirm_job_id = confirm.job_id
-        params["confirm_job_id"] = confirm_job_id
+    plan = PerturbPlan(
+        owner_key_id=principal.key_id,
+        attempt_ids=body.attempt_ids,
+        operators=body.operators,
+        seed=body.seed,
+        all_sites=body.all_sites,
+        judges=judges,
+        conditions=[Condition.BLIND],
+        repeats=1,
+        confirm_job_id=confirm_job_id,
+    )
     # One unit per seed perturbed, one per seed judged; each seed's mutants are added as they are created.
     total = len(body.attempt_ids) * (2 if judges else 1)
-    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.PERTURB, total=total, params=params)
-    if body.confirm:
-        confirm.params = {**(confirm.params or {}), "perturbation_job_id": job.job_id}
+    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.PERTURB, total=total, plan=plan, job_id=job_id)
     # The seeds' judging is asked for now; each mutant's when the worker creates it (it waits at the caps there).
     seeds_judged = len(body.attempt_ids) * len(judges)
     async with quotas.judgments_counted(
@@ -156,7 +158,7 @@ async def perturb(body: PerturbationsIn, principal: SubmitKey, session: SessionD
         await session.commit()
     try:
         for attempt_id in body.attempt_ids:
-            await queue.enqueue(Task.PERTURB_ATTEMPT, f"{attempt_id}@{job.job_id}", tenant=principal.tenant)
+            await queue.enqueue(Task.PERTURB_ATTEMPT, job_subject(attempt_id, job.job_id), tenant=principal.tenant)
     except Exception:  # noqa: BLE001 - the reconciler enqueues what the database holds
         pass
     return {"job_id": job.job_id, "status": job.status, "judges": judges, "confirm_job_id": confirm_job_id}
@@ -212,7 +214,7 @@ async def get(job_id: str, principal: ReadKey, session: SessionDep) -> dict[str,
         )
     ).all()
     pairs: dict[str, SimilarityPair] = {}
-    confirm_job_id = (job.params or {}).get("confirm_job_id")
+    confirm_job_id = job.plan(PerturbPlan).confirm_job_id
     if confirm_job_id:
         rows = await session.scalars(select(SimilarityPair).where(SimilarityPair.job_id == confirm_job_id))
         pairs = {pair.pair_key: pair for pair in rows}

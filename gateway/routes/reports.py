@@ -18,6 +18,7 @@ from metrics.reports import Cluster, ReportKind, ReportParamError, resolve_clust
 from services.kernel import jobs, queue
 from services.kernel.contracts import JobKind, JobStatus
 from services.kernel.models import Job, Report, ReportPlot, new_id
+from services.kernel.plans import ReportPlan
 from services.kernel.registry import Task
 
 router = APIRouter(prefix="/v1/reports", tags=["reports"])
@@ -49,7 +50,7 @@ async def create(body: ReportIn, principal: SubmitKey, session: SessionDep) -> d
     async with quotas.admission(principal, "queued_reports"):
         await quotas.check_queued_reports(session, principal)
         job = jobs.create_job(
-            session, tenant=principal.tenant, kind=JobKind.REPORT, total=1, params={"report_id": report_id}
+            session, tenant=principal.tenant, kind=JobKind.REPORT, total=1, plan=ReportPlan(report_id=report_id)
         )
         session.add(
             Report(

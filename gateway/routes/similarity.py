@@ -26,7 +26,9 @@ from services.fuzzing.spec import MAX_INPUTS as MAX_GENERATED_INPUTS
 from services.kernel import attempts, jobs, queue
 from services.kernel.contracts import JobKind, JobStatus, Language, Mode
 from services.kernel.models import Job, SimilarityPair
-from services.kernel.registry import Task, pair_subject
+from services.kernel.plans import SimilarityPlan
+from services.kernel.registry import Task
+from services.kernel.subjects import pair_subject
 
 router = APIRouter(prefix="/v1/similarity", tags=["similarity"])
 
@@ -164,7 +166,7 @@ def _spec_or_422(raw: dict[str, Any] | None, loc: list[str | int]) -> dict[str, 
         raise field_error(loc, str(exc)) from None
 
 
-async def _crystal_params(body: MetricParams, programs: dict[str, list[str]]) -> dict[str, Any]:
+async def _crystal_plan(body: MetricParams, programs: dict[str, list[str]]) -> dict[str, Any]:
     """CrystalBLEU ignores the k most frequent n-grams of a corpus, per language (n-grams are a language's tokens):
     the corpus given, else the job's own programs of that language."""
     ignore: dict[str, list[list[str]]] = {}
@@ -175,7 +177,8 @@ async def _crystal_params(body: MetricParams, programs: dict[str, list[str]]) ->
     return {"crystal_k": body.crystal_k, "crystal_ignore": ignore}
 
 
-def _fuzzing_params(body: FuzzingParams) -> dict[str, Any]:
+def _fuzzing_plan(body: FuzzingParams) -> dict[str, Any]:
+    """The plan's fields that say how Algorithm 1 runs (SimilarityPlan)."""
     return {
         "n_inputs": body.n_inputs,
         "repeats": body.repeats,
@@ -232,11 +235,11 @@ async def score_pair(body: PairIn, principal: SubmitKey, session: SessionDep) ->
     programs: dict[str, list[str]] = {}
     for program in (body.reference, body.candidate):
         programs.setdefault(program.language, []).append(program.source_code)
-    crystal = await _crystal_params(body, programs)
-    params = {**_fuzzing_params(body), **crystal, "single": True}
+    crystal = await _crystal_plan(body, programs)
+    plan = SimilarityPlan(**_fuzzing_plan(body), **crystal, single=True)
     async with quotas.admission(principal, "queued_pairs"):
         await quotas.check_queued_pairs(session, principal, 1)  # again, counted after the submissions before it
-        job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SIMILARITY, total=1, params=params)
+        job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SIMILARITY, total=1, plan=plan)
         session.add(
             SimilarityPair(
                 job_id=job.job_id,
@@ -333,17 +336,17 @@ async def score_dataset(request: Request, principal: SubmitKey, session: Session
     programs: dict[str, list[str]] = {}
     for record in body.pairs:
         programs.setdefault(record.language, []).extend((record.golden_code, record.generated_code))
-    crystal = await _crystal_params(body, programs)
-    params = {
-        **_fuzzing_params(body),
+    crystal = await _crystal_plan(body, programs)
+    plan = SimilarityPlan(
+        **_fuzzing_plan(body),
         **crystal,
-        "single": False,
-        "thresholds": body.thresholds.model_dump() if body.thresholds else None,
-        "protocol": body.protocol,
-    }
+        single=False,
+        thresholds=body.thresholds.model_dump() if body.thresholds else None,
+        protocol=body.protocol,
+    )
     async with quotas.admission(principal, "queued_pairs"):
         await quotas.check_queued_pairs(session, principal, len(rows))  # again, after the submissions before it
-        job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SIMILARITY, total=len(rows), params=params)
+        job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.SIMILARITY, total=len(rows), plan=plan)
         session.add_all(SimilarityPair(job_id=job.job_id, **row) for row in rows)
         await session.commit()
     await _enqueue_pairs(job.job_id, len(rows), principal.tenant)
@@ -392,12 +395,12 @@ async def get(
             .order_by(SimilarityPair.ordinal)
         )
     ).all()
-    params = job.params or {}
+    plan = job.plan(SimilarityPlan)
     summary = await asyncio.to_thread(
         similarity_report.dataset_summary,
         {ordinal: result for ordinal, result in scored},  # noqa: C416 - rows, not pairs
-        thresholds=params.get("thresholds"),
-        protocol=params.get("protocol", "local_rq3"),
+        thresholds=plan.thresholds,
+        protocol=plan.protocol,
         complete=job.status == JobStatus.SUCCEEDED,
     )
     page = (

@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+
+from services.kernel.contracts import TimeoutRule as TimeoutRule
 
 # LoCaL's settings (3.3.2): 2,000 inputs for a function-level pair, 1,000 for a program-level pair, 5 repetitions.
 DEFAULT_INPUTS_FUNCTION = 2000
@@ -19,8 +20,7 @@ DEFAULT_REPEATS = 5
 ALL_TIMED_OUT = -1.0
 # Which timed-out repetitions are excluded: "paper", any (Algorithm 1); "strict", only those the reference ran out
 # of time on, the candidate's unanswered inputs then counting as mismatches (a program cannot have the repetitions
-# it would get wrong excluded by stalling on them).
-TimeoutRule = Literal["paper", "strict"]
+# it would get wrong excluded by stalling on them). The rule is a contract (a plan stores it): defined there.
 TIMEOUT_RULES: tuple[str, ...] = ("paper", "strict")
 
 

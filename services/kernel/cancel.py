@@ -42,16 +42,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from services.kernel import attempts, jobs, queue
 from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind, JobStatus, PairStatus
 from services.kernel.models import Job, Report, SimilarityPair, utcnow
-from services.kernel.registry import (
+from services.kernel.pending import synthesis_draws, synthesis_work
+from services.kernel.plans import JudgePlan, PerturbPlan
+from services.kernel.registry import QUEUE_OF, STAGE_TASK, Task
+from services.kernel.subjects import (
+    DRAW_CANCELLED,
     DRAW_CANDIDATE,
-    QUEUE_OF,
-    STAGE_TASK,
-    Task,
     draw_unit,
-    job_units,
+    job_subject,
     pair_subject,
-    synthesis_draws,
-    synthesis_work,
+    parse_draw_subject,
 )
 
 log = logging.getLogger("tribunal.cancel")
@@ -71,8 +71,6 @@ _DROP_CHUNK = 1000
 WATCH = "cancel_watch"
 
 QueuedWork = list[tuple[Task, str]]
-# The outcome of a synthesis draw its job's cancel ended (registry.synthesis_tally counts it as such).
-DRAW_CANCELLED = "cancelled"
 
 
 def cancelled_key(job_id: str) -> str:
@@ -100,7 +98,7 @@ async def cancel_job(session: AsyncSession, job: Job) -> Cancelled | None:
     wait for each other in a circle."""
     if job.status not in LIVE_JOB_STATUSES:
         return None
-    confirm_job_id = (job.params or {}).get("confirm_job_id")
+    confirm_job_id = job.plan(PerturbPlan).confirm_job_id if job.kind == JobKind.PERTURB else None
     job_ids = [job.job_id, *([str(confirm_job_id)] if confirm_job_id else [])]
     attempt_ids = [attempt_id for job_id in job_ids for attempt_id in await attempts.cancel_live(session, job_id)]
     ordinals = await _cancel_pairs(session, job_ids)
@@ -132,17 +130,17 @@ async def _cancel_pairs(session: AsyncSession, job_ids: Sequence[str]) -> list[t
 
 async def _own_tasks(session: AsyncSession, job: Job) -> QueuedWork:
     """The tasks a job of each kind may have queued about itself, beyond its attempts' stages and its pairs."""
-    params = job.params or {}
     match job.kind:
         case JobKind.EXECUTE_DIRECT:
             return [(Task.EXECUTE_DIRECT, job.job_id)]
         case JobKind.JUDGE:
-            return [(Task.JUDGE_ATTEMPT, f"{a}@{job.job_id}") for a in params.get("attempt_ids", [])]
+            return [(Task.JUDGE_ATTEMPT, job_subject(a, job.job_id)) for a in job.plan(JudgePlan).attempt_ids]
         case JobKind.PERTURB:
-            seeds = params.get("attempt_ids", [])
-            return [(task, f"{a}@{job.job_id}") for a in seeds for task in (Task.PERTURB_ATTEMPT, Task.JUDGE_ATTEMPT)]
+            seeds = job.plan(PerturbPlan).attempt_ids
+            tasks = (Task.PERTURB_ATTEMPT, Task.JUDGE_ATTEMPT)
+            return [(task, job_subject(a, job.job_id)) for a in seeds for task in tasks]
         case JobKind.SYNTHESIZE:
-            rows = await job_units(session, job.job_id)
+            rows = await jobs.job_units(session, job.job_id)
             work = [(item[0], item[1]) for item in synthesis_work(job, rows)]
             await _end_draws(session, job.job_id, rows, work)
             return [*work, (Task.FINISH_SYNTHESIS, job.job_id)]
@@ -163,8 +161,8 @@ async def _end_draws(session: AsyncSession, job_id: str, rows: set[str], work: Q
     }
     for task, subject in work:
         if task == Task.SYNTHESIZE_PROGRAM:
-            due_slot, _, due_draw = subject.partition("@")[0].rpartition(":")
-            unended.add((due_slot, int(due_draw)))
+            due_slot, due_draw, _ = parse_draw_subject(subject)
+            unended.add((due_slot, due_draw))
     for slot, draw in sorted(unended):
         await jobs.record_unit(session, job_id, draw_unit(slot, draw, DRAW_CANCELLED))
 

@@ -121,6 +121,11 @@ class JobKind(StrEnum):
     SIMILARITY = "similarity"
 
 
+# Which timed-out repetitions of differential fuzzing are excluded (services/fuzzing/score.py): "paper", any
+# (Algorithm 1); "strict", only those the reference ran out of time on.
+TimeoutRule = Literal["paper", "strict"]
+
+
 class Condition(StrEnum):
     """What a judge sees besides the code (co-creation paper, VI-A3)."""
 

@@ -15,8 +15,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.kernel import telemetry
-from services.kernel.contracts import LIVE_JOB_STATUSES, TERMINAL_JOB_STATUSES, JobStatus
+from services.kernel.contracts import LIVE_JOB_STATUSES, TERMINAL_JOB_STATUSES, JobKind, JobStatus
 from services.kernel.models import Job, JobUnit, new_id, utcnow
+from services.kernel.plans import PLANS, Plan, stored
 
 
 def create_job(
@@ -25,17 +26,21 @@ def create_job(
     tenant: str,
     kind: str,
     total: int,
-    params: dict[str, Any] | None = None,
+    plan: Plan | None = None,
     job_id: str | None = None,
 ) -> Job:
-    """Add a queued job to the session (the caller commits it together with the work it describes)."""
+    """Add a queued job to the session (the caller commits it together with the work it describes), with its plan
+    (services/kernel/plans.py: a model of the kind's, stored as JSON). A job without one stores null, which reads
+    back as its kind's defaults."""
+    if plan is not None and not isinstance(plan, PLANS[JobKind(kind)]):
+        raise TypeError(f"a {kind} job's plan is a {PLANS[JobKind(kind)].__name__}, not a {type(plan).__name__}")
     job = Job(
         job_id=job_id or new_id("job"),
         tenant=tenant,
         kind=kind,
         status=JobStatus.QUEUED,
         progress_total=total,
-        params=params,
+        params=stored(plan) if plan is not None else None,
     )
     session.add(job)
     telemetry.jobs.labels(kind, JobStatus.QUEUED).inc()
@@ -150,6 +155,12 @@ async def add_total(session: AsyncSession, job_id: str, more: int) -> bool:
         .values(progress_total=Job.progress_total + more)
     )
     return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+async def job_units(session: AsyncSession, job_id: str) -> set[str]:
+    """Every unit row of a job (counted units and, for synthesis jobs, draw records; services/kernel/subjects.py
+    names them)."""
+    return set((await session.scalars(select(JobUnit.unit).where(JobUnit.job_id == job_id))).all())
 
 
 def job_view(job: Job) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import (
     JSON,
@@ -24,6 +24,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from services.kernel.contracts import AttemptStatus, JobStatus
+from services.kernel.plans import Plan, parse_plan
 from services.kernel.text import clean_json, clean_text
 
 
@@ -324,6 +325,7 @@ class Job(Base):
     status: Mapped[str] = mapped_column(CleanString(16), default=JobStatus.QUEUED)
     progress_done: Mapped[int] = mapped_column(Integer, default=0)
     progress_total: Mapped[int] = mapped_column(Integer, default=0)
+    # The job's plan as stored (services/kernel/plans.py): written by jobs.create_job, read through `plan()`.
     params: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
     result: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
     error: Mapped[str | None] = mapped_column(CleanText, default=None)
@@ -331,3 +333,12 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    @overload
+    def plan(self) -> Plan: ...
+    @overload
+    def plan[P: Plan](self, expected: type[P]) -> P: ...
+    def plan(self, expected: type[Plan] = Plan) -> Plan:
+        """The job's typed plan (services/kernel/plans.py), read from `params`; `expected` names the plan model, or
+        a base of the plans a reader accepts (e.g. JudgingPlan). The only reader of `params`."""
+        return parse_plan(self.kind, self.params, expected)

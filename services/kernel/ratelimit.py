@@ -9,9 +9,9 @@ tenant asks for per UTC day are counted here, in Redis, as they are asked for; L
 day are counted here too, by the judge worker.
 
 A job that grows (a perturbation's mutants, a synthesis job's programs and 0-point pairs) is bound by the quotas of
-the key that created it: the gateway records that key's id in the job's params (OWNER_KEY_PARAM), and the worker
-reads the key's quotas as they are at each step (`job_owner_quotas`), so a change of them applies to a job already
-running; a job made by an admin key has no caps, as its key has none.
+the key that created it: the gateway records that key's id in the job's plan (plans.OwnedPlan `owner_key_id`),
+and the worker reads the key's quotas as they are at each step (`job_owner_quotas`), so a change of them applies to
+a job already running; a job made by an admin key has no caps, as its key has none.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.kernel.contracts import LIVE_ATTEMPT_STATUSES, LIVE_JOB_STATUSES
 from services.kernel.models import ApiKey, Attempt, Job, SimilarityPair
+from services.kernel.plans import OwnedPlan
 from services.kernel.settings import get_settings
 
 QuotaName = Literal[
@@ -254,8 +255,6 @@ async def take_back_judgments(redis: Redis, tenant: str, count: int) -> None:
 
 # ---- jobs that grow: their owner's quotas, the room they have, and waiting at a cap ----------------------------
 
-# The job param naming the key that created the job (gateway/quotas.py `owner_params` writes it).
-OWNER_KEY_PARAM = "owner_key_id"
 # A growing job's step that finds no room waits this long (seconds, with jitter) before it looks again; longer when
 # only the next UTC day can bring room back.
 WAIT_AT_CAP_S = 1.0
@@ -267,7 +266,8 @@ UNBOUNDED = 2**62
 async def job_owner_quotas(session: AsyncSession, job: Job) -> Mapping[str, Any] | None:
     """The quotas of the key that created `job`, as they are now: None when that key is an admin key (no caps);
     the defaults when the job names no key (made before keys were recorded) or its key is gone."""
-    key_id = (job.params or {}).get(OWNER_KEY_PARAM)
+    plan = job.plan()
+    key_id = plan.owner_key_id if isinstance(plan, OwnedPlan) else None
     if not key_id:
         return {}
     row = await session.get(ApiKey, str(key_id))

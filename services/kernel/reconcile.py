@@ -1,7 +1,7 @@
 """The reconciler: the database is the truth, so work it holds as pending but Redis lost is enqueued again.
 
-What is pending is the service registry's to say: attempts waiting at a stage (registry.pending_attempts), and
-each service's own pending query (direct executions, re-judge jobs, reports).
+What is pending is services/kernel/pending.py's to say: attempts waiting at a stage, and each service's own
+pending query (direct executions, re-judge jobs, reports, perturbation and synthesis steps, similarity pairs).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from arq.jobs import JobStatus
 from services.kernel import queue, telemetry
 from services.kernel.db import session_scope
 from services.kernel.models import utcnow
-from services.kernel.registry import SERVICES, PendingWork, pending_attempts
+from services.kernel.pending import PendingWork, pending_before
 
 log = logging.getLogger("tribunal.reconcile")
 
@@ -28,11 +28,7 @@ async def pending_work(grace_s: float) -> PendingWork:
     """Every (task, subject, tenant) the database holds as pending and older than `grace_s`."""
     cutoff = utcnow() - timedelta(seconds=grace_s)
     async with session_scope() as session:
-        work = await pending_attempts(session, cutoff, _BATCH)
-        for service in SERVICES.values():
-            if service.pending is not None:
-                work += await service.pending(session, cutoff, _BATCH)
-    return work
+        return await pending_before(session, cutoff, _BATCH)
 
 
 async def reconcile_once(pool: ArqRedis, grace_s: float) -> int:

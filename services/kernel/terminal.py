@@ -18,6 +18,7 @@ from services.kernel.contracts import JobStatus
 from services.kernel.db import session_scope
 from services.kernel.models import Report
 from services.kernel.registry import Task
+from services.kernel.subjects import Subject
 
 # Tasks whose subject is an attempt (at one of its stages).
 _ATTEMPT_TASKS = frozenset({Task.EXECUTE_ATTEMPT, Task.JUDGE_ATTEMPT, Task.VERIFY_MUTANT})
@@ -26,9 +27,9 @@ _ATTEMPT_TASKS = frozenset({Task.EXECUTE_ATTEMPT, Task.JUDGE_ATTEMPT, Task.VERIF
 async def give_up(kind: Task, subject: str, reason: str) -> None:
     """End what task `kind` about `subject` was doing, recording `reason` (fixed words: no exception text)."""
     async with session_scope() as session:
-        _, at, job_id = subject.rpartition("@")
-        if at:
-            await jobs.finish(session, job_id, JobStatus.FAILED, error=reason)
+        unit = Subject.parse(subject)
+        if unit is not None:
+            await jobs.finish(session, unit.job_id, JobStatus.FAILED, error=reason)
         elif kind == Task.BUILD_REPORT:
             report_job = await session.scalar(select(Report.job_id).where(Report.report_id == subject))
             if report_job is not None:

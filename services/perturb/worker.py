@@ -1,6 +1,6 @@
 """The perturbation worker: the only place the perturbation generator meets the queue and the database.
 
-Two tasks (services/kernel/registry.py):
+Two tasks (services/kernel/registry.py), on a perturbation job's plan (services/kernel/plans.py `PerturbPlan`):
 - `perturb_attempt` (`seed@job`): parse one accepted seed program, generate its mutants (services.mutation), and
   create each as an attempt linked to its seed through the kernel's lifecycle (`attempts.create_mutant`), whose
   pipeline is execute -> verify (-> judge when the job judges). The job's total grows by the mutants created, in
@@ -11,7 +11,8 @@ Two tasks (services/kernel/registry.py):
   does not is marked not kept and ends there, unjudged, and its slot draws again.
 
 And AXIOM's rule-based synthesis (paper 000 III-B, III-C; `POST /v1/benchmarks:synthesize`, docs/axiom.md), whose
-plan and state live in the job (services/kernel/registry.py, "AXIOM synthesis jobs"):
+plan is the job's (services/kernel/plans.py `SynthesisPlan`) and whose state is its job_unit rows
+(services/kernel/subjects.py names them, services/kernel/pending.py `synthesis_work` reads what comes next):
 - `synthesize_program` (`<slot>:<draw>@job`): one draw of one slot (a program of one target score for one
   requirement): an LLM perturbation of a random 5-point program of the requirement's pool (III-B2 for target 5,
   III-B3 for 1-4). A candidate becomes a mutant attempt (execute -> verify (-> judge)), and the verify stage keeps
@@ -33,35 +34,41 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic import BaseModel, Field
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.kernel import attempts, cancel, jobs, queue, ratelimit, telemetry, worker
 from services.kernel.attempts import NewMutant
-from services.kernel.contracts import LIVE_JOB_STATUSES, Arm, Condition, JobKind, JudgmentStatus, Language, Stage
+from services.kernel.contracts import LIVE_JOB_STATUSES, Arm, JobKind, JudgmentStatus, Language, Stage
 from services.kernel.db import session_scope
+from services.kernel.jobs import job_units
 from services.kernel.judges import Endpoint, LLMJudge, configured_judges
 from services.kernel.models import Attempt, Execution, Job, JobUnit, Judgment, Problem, SimilarityPair
+from services.kernel.pending import synthesis_draws, synthesis_tally, synthesis_work
+from services.kernel.plans import PerturbPlan, SynthesisPlan, SynthesisRequirement
 from services.kernel.ratelimit import MAX_MUTANTS_PER_SEED, JudgeTokenBudget
-from services.kernel.registry import (
+from services.kernel.registry import Task
+from services.kernel.settings import get_settings
+from services.kernel.subjects import (
     DRAW_CANDIDATE,
+    DRAW_DUPLICATE,
+    DRAW_ERROR,
     DRAW_KEPT,
     DRAW_MISMATCH,
     SYNTHESIS_FINAL,
-    Task,
+    Subject,
+    confirmation_seed_unit,
+    context_pair_ref,
     draw_unit,
-    job_units,
+    job_subject,
     pair_subject,
+    parse_draw_subject,
     parse_synthesis_slot,
+    perturbed_unit,
     report_unit,
     slot_unit,
-    synthesis_draws,
     synthesis_slot,
-    synthesis_tally,
-    synthesis_work,
 )
-from services.kernel.settings import get_settings
 from services.llm import Answer, DbResponseCache, Failure, LLMRequest, Runner
 from services.mutation import Mutant, operators_for
 from services.mutation.axiom_records import benchmark_entry, with_benchmark_entry
@@ -74,9 +81,7 @@ from services.perturb.axiom.synthesis import (
     KIND_DETERIORATIVE,
     KIND_EXEMPLAR,
     PAPER_LLM_TEMPERATURE,
-    PAPER_M,
     PAPER_MAX_OUTPUT_TOKENS,
-    PAPER_SELECT_M,
     Candidate,
     FailureKind,
     ProgramRef,
@@ -103,34 +108,10 @@ SERVICE = "perturb"
 # are kept.
 
 
-class PerturbParams(BaseModel):
-    """A perturbation job's parameters (stored on the job; POST /v1/perturbations validated them)."""
-
-    attempt_ids: list[str]
-    operators: list[str] | None = None
-    seed: int = 0
-    all_sites: bool = False
-    # The judge worker's re-judge path reads these three for the seeds (`seed@job`); mutants carry them too.
-    judges: list[str] = Field(default_factory=list)
-    conditions: list[Condition] = Field(default_factory=lambda: [Condition.BLIND])
-    repeats: int = 1
-    # With `confirm`: the similarity job that fuzzes every mutant against its seed (one pair per mutant).
-    confirm_job_id: str | None = None
-
-
-def seed_unit(attempt_id: str) -> str:
-    """The job unit that says a seed has been perturbed (its mutants created)."""
-    return f"perturb:{attempt_id}"
-
-
-def confirmation_seed_unit(attempt_id: str) -> str:
-    """The confirmation job's unit that says a seed's (seed, mutant) pairs are in."""
-    return f"seed:{attempt_id}"
-
-
 def parse_subject(subject: str) -> tuple[str, str]:
-    attempt_id, _, job_id = subject.partition("@")
-    return attempt_id, job_id
+    """(item, job) of an `<item>@<job>` subject; a bare id names no job (`""`)."""
+    parsed = Subject.parse(subject)
+    return (subject, "") if parsed is None else (parsed.item, parsed.job_id)
 
 
 def mutation_record(mutant: Mutant, seed: int) -> dict[str, Any]:
@@ -193,7 +174,7 @@ def _judgments_each(judges: Sequence[str], conditions: Sequence[str], repeats: i
     return len(judges) * len(conditions) * max(1, repeats)
 
 
-async def _generated(seed_id: str, job_id: str, source: str, language: str, params: PerturbParams) -> list[Mutant]:
+async def _generated(seed_id: str, job_id: str, source: str, language: str, params: PerturbPlan) -> list[Mutant]:
     key = (job_id, seed_id)
     if key in _GENERATED:
         _GENERATED.move_to_end(key)
@@ -239,7 +220,7 @@ async def perturb_attempt(ctx: dict[str, Any], subject: str) -> None:
     mutants that do not fit wait (the task is tried again after a delay, a wait not counting as a try), and the
     seed is counted as perturbed once every one of them is created."""
     seed_id, job_id = parse_subject(subject)
-    unit = seed_unit(seed_id)
+    unit = perturbed_unit(seed_id)
     redis = await _redis(ctx)
     async with session_scope() as session:
         job = await jobs.get_job(session, job_id)
@@ -251,7 +232,7 @@ async def perturb_attempt(ctx: dict[str, Any], subject: str) -> None:
         if parent is None:
             return
         await jobs.mark_running(session, job_id)
-        params = PerturbParams.model_validate(job.params or {})
+        params = job.plan(PerturbPlan)
         source, language, tenant = parent.source_code, parent.language, parent.tenant
         each = _judgments_each(params.judges, params.conditions)
         pairs_each = 1 if params.confirm_job_id else 0
@@ -319,12 +300,12 @@ async def perturb_attempt(ctx: dict[str, Any], subject: str) -> None:
     if params.judges:
         # The seed is judged under the job's conditions too: the perturbation report compares each mutant's
         # score with its seed's (paper 001 VI-B). The judge worker counts this unit once.
-        await queue.enqueue(Task.JUDGE_ATTEMPT, f"{seed_id}@{job_id}", tenant=tenant)
+        await queue.enqueue(Task.JUDGE_ATTEMPT, job_subject(seed_id, job_id), tenant=tenant)
 
 
 async def _add_confirmations(
     session: AsyncSession,
-    params: PerturbParams,
+    params: PerturbPlan,
     seed: Attempt,
     mutants: Sequence[tuple[int, Attempt]],
     *,
@@ -420,38 +401,6 @@ def _verification_outcome(findings: Verification) -> str:
 
 RULES = load_rules()
 CONTEXT_OPERATOR = "axiom:context"  # the `operator` of a 0-point pair (III-B4): no rule made it
-DEFAULT_MAX_DRAWS = 4
-
-
-class SynthesisRequirement(BaseModel):
-    """A requirement of a synthesis job: a problem (its statement is the requirement) and its 5-point seeds."""
-
-    problem_id: str
-    problem_pk: int
-    seed_ids: list[str]
-
-
-class SynthesisSlotPlan(BaseModel):
-    slot: str
-    after: list[str] = Field(default_factory=list)
-
-
-class SynthesisParams(BaseModel):
-    """A synthesis job's parameters and plan (stored on the job; POST /v1/benchmarks:synthesize wrote them)."""
-
-    requirements: list[SynthesisRequirement]
-    seed_ids: list[str]
-    targets: list[int]
-    m: int = PAPER_M
-    select: int = PAPER_SELECT_M
-    max_draws: int = DEFAULT_MAX_DRAWS
-    seed: int = 0
-    llms: list[str]
-    slots: list[SynthesisSlotPlan]
-    # The judge worker's re-judge path reads these three for the seeds (`seed@job`); the programs carry them too.
-    judges: list[str] = Field(default_factory=list)
-    conditions: list[Condition] = Field(default_factory=lambda: [Condition.BLIND])
-    repeats: int = 1
 
 
 async def _settle_draw(session: AsyncSession, job_id: str, slot: str, draw: int, *, kept: bool) -> None:
@@ -507,13 +456,6 @@ def _runners(ctx: dict[str, Any], names: Sequence[str]) -> list[Runner] | str:
     return runners
 
 
-def parse_draw_subject(subject: str) -> tuple[str, int, str]:
-    """`r0:t4:1:2@job` -> (slot `r0:t4:1`, draw 2, job)."""
-    head, _, job_id = subject.partition("@")
-    slot, _, draw = head.rpartition(":")
-    return slot, int(draw), job_id
-
-
 async def _requirement_pool(
     session: AsyncSession, job_id: str, requirement_index: int, requirement: SynthesisRequirement, below: int | None
 ) -> list[Attempt]:
@@ -560,7 +502,7 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
         if slot_unit(slot) in rows:
             return  # filled or given up
         made = synthesis_draws(rows).get(slot, {}).get(draw)
-        params = SynthesisParams.model_validate(job.params or {})
+        params = job.plan(SynthesisPlan)
         requirement = params.requirements[requirement_index]
         tenant = job.tenant
         each = _judgments_each(params.judges, params.conditions)  # a program is judged once per judge, condition
@@ -582,7 +524,7 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
                     session, job_id, requirement_index, requirement, index if target == 5 else None
                 )
                 if problem is None or not pool:  # deleted meanwhile: nothing to perturb
-                    await jobs.record_unit(session, job_id, draw_unit(slot, draw, "error"))
+                    await jobs.record_unit(session, job_id, draw_unit(slot, draw, DRAW_ERROR))
     if wait_s is not None:
         await ratelimit.wait_at_cap(ctx, wait_s)
     if problem is None or not pool:
@@ -642,9 +584,11 @@ async def synthesize_program(ctx: dict[str, Any], subject: str) -> None:
             else:
                 owner = benchmark_entry(row.mutation, job_id)
                 same = (owner.get("slot"), owner.get("draw")) == (slot, draw)
-                await jobs.record_unit(session, job_id, draw_unit(slot, draw, DRAW_CANDIDATE if same else "duplicate"))
+                await jobs.record_unit(
+                    session, job_id, draw_unit(slot, draw, DRAW_CANDIDATE if same else DRAW_DUPLICATE)
+                )
         else:
-            kind = outcome.kind.value if isinstance(outcome, Rejection) else "error"
+            kind = outcome.kind.value if isinstance(outcome, Rejection) else DRAW_ERROR
             if isinstance(outcome, Rejection):
                 log.info("synthesis draw %s:%s of job %s rejected (%s): %s", slot, draw, job_id, kind, outcome.reason)
             await jobs.record_unit(session, job_id, draw_unit(slot, draw, kind))
@@ -686,7 +630,7 @@ _FinalPlan = tuple[dict[str, Any], list[_Pair], dict[str, Any], dict[int, list[s
 
 
 async def _benchmark_programs(
-    session: AsyncSession, job_id: str, params: SynthesisParams
+    session: AsyncSession, job_id: str, params: SynthesisPlan
 ) -> tuple[list[str], list[_Program]]:
     """The requirements' texts and every program the benchmark has: the references (the seeds) and the programs
     the job kept, in a stable order."""
@@ -764,7 +708,8 @@ def _select(programs: list[_Program], pairs: list[_Pair], select: int, seed: int
     distance (pairs named by their slot until they are attempts)."""
     scored = [ScoredProgram(ProgramRef(p.attempt_id, p.code, p.language), p.target) for p in programs]
     scored += [
-        ScoredProgram(ProgramRef(f"pair:{pair.slot}", pair.pair.program.code, pair.language), 0) for pair in pairs
+        ScoredProgram(ProgramRef(context_pair_ref(pair.slot), pair.pair.program.code, pair.language), 0)
+        for pair in pairs
     ]
     chosen = select_representatives(scored, select, derive_seed("axiom-select", seed))
     return {score: [item.program.program_id for item in items] for (_, score), items in chosen.items()}
@@ -780,7 +725,7 @@ async def finish_synthesis(ctx: dict[str, Any], job_id: str) -> None:
         if job is None:
             return
         rows = await job_units(session, job_id)
-        params = SynthesisParams.model_validate(job.params or {})
+        params = job.plan(SynthesisPlan)
         if SYNTHESIS_FINAL in rows or any(slot_unit(entry.slot) not in rows for entry in params.slots):
             return
         await jobs.mark_running(session, job_id)
@@ -839,7 +784,7 @@ async def finish_synthesis(ctx: dict[str, Any], job_id: str) -> None:
                 mutation={"axiom": record},
             )
             row, new = await attempts.create_mutant(session, parent, spec, job_id)
-            pair_ids[f"pair:{planned.slot}"] = row.attempt_id
+            pair_ids[context_pair_ref(planned.slot)] = row.attempt_id
             if new:
                 created.append(row)
         await jobs.add_total(session, job_id, len(created))
@@ -863,7 +808,7 @@ _FINAL_PLANS_KEPT = 16
 
 
 async def _final_plan(
-    job_id: str, params: SynthesisParams, statements: list[str], programs: list[_Program]
+    job_id: str, params: SynthesisPlan, statements: list[str], programs: list[_Program]
 ) -> _FinalPlan:
     """Context disruption's pairs (III-B4) and the representatives (III-C1), with how each went."""
     context: dict[str, Any] = {"status": "not_requested", "pairs": 0}
@@ -888,14 +833,14 @@ async def _final_plan(
         for program in programs:
             selected.setdefault(program.target, []).append(program.attempt_id)
         if pairs:
-            selected[0] = [f"pair:{pair.slot}" for pair in pairs]
+            selected[0] = [context_pair_ref(pair.slot) for pair in pairs]
     return context, pairs, selection, selected
 
 
 async def _write_result(
     session: AsyncSession,
     job_id: str,
-    params: SynthesisParams,
+    params: SynthesisPlan,
     rows: set[str],
     programs: list[_Program],
     plan: _FinalPlan,
@@ -965,7 +910,7 @@ async def prepare_calibration(ctx: dict[str, Any], subject: str) -> None:
         job = await _live_synthesis(session, job_id)
         if job is None or report_unit(attempt_id) in await job_units(session, job_id):
             return
-        params = SynthesisParams.model_validate(job.params or {})
+        params = job.plan(SynthesisPlan)
         program = await session.get(Attempt, attempt_id)
         problem = await session.get(Problem, program.problem_pk) if program is not None else None
         if program is None or problem is None:

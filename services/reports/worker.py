@@ -32,6 +32,7 @@ from services.kernel.models import (
     SimilarityPair,
     utcnow,
 )
+from services.kernel.plans import SimilarityPlan
 from services.kernel.registry import Task
 
 log = logging.getLogger("tribunal.reports")
@@ -120,7 +121,7 @@ async def load_pair_rows(tenant: str, job_id: str) -> list[dict[str, Any]]:
         job = await session.get(Job, job_id)
         if job is None or job.tenant != tenant or job.kind != JobKind.SIMILARITY:
             return []
-        params = job.params or {}
+        plan = job.plan(SimilarityPlan)
         pairs = (
             await session.scalars(
                 select(SimilarityPair)
@@ -140,8 +141,8 @@ async def load_pair_rows(tenant: str, job_id: str) -> list[dict[str, Any]]:
                     "problem_id": str(pair.problem_pk) if pair.problem_pk is not None else pair.pair_key,
                     "trajectory": pair.pair_key,
                     "attempt_id": pair.pair_key,
-                    "thresholds": params.get("thresholds"),
-                    "protocol": params.get("protocol"),
+                    "thresholds": plan.thresholds,
+                    "protocol": plan.protocol,
                 }
             )
     return rows

@@ -16,6 +16,7 @@ from services.kernel import attempts, jobs, registry
 from services.kernel.attempts import NewAttempt, NewMutant, SubmissionError
 from services.kernel.contracts import Arm, AttemptStatus, JobKind, JobStatus, Language, Stage
 from services.kernel.models import Attempt, Job, Problem, utcnow
+from services.kernel.pending import pending_attempts
 from services.kernel.registry import SERVICES, Task
 from tests.databases import BACKENDS, database_sessions
 
@@ -208,12 +209,12 @@ async def test_pending_attempts_are_read_by_stage_from_the_registry(session: Asy
     await jobs.finish(session, cancelled_job.job_id, JobStatus.CANCELLED)
     await session.commit()
 
-    pending = await registry.pending_attempts(session, utcnow() + timedelta(seconds=1), 100)
+    pending = await pending_attempts(session, utcnow() + timedelta(seconds=1), 100)
     assert sorted(pending) == sorted(
         [(Task.EXECUTE_ATTEMPT, waiting.attempt_id, "t"), (Task.JUDGE_ATTEMPT, executed.attempt_id, "t")]
     )
     # Newer than the cutoff: not pending yet (the queue may still be about to deliver it).
-    assert await registry.pending_attempts(session, utcnow() - timedelta(hours=1), 100) == []
+    assert await pending_attempts(session, utcnow() - timedelta(hours=1), 100) == []
 
 
 def test_the_registry_serves_every_task_and_stage_exactly_once() -> None:

@@ -22,8 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from services.kernel import attempts, cancel, db, jobs, queue
 from services.kernel.attempts import NewAttempt
 from services.kernel.contracts import JobKind, JobStatus, Language, PairStatus, Stage
+from services.kernel.jobs import job_units
 from services.kernel.models import Attempt, Job, SimilarityPair
-from services.kernel.registry import QUEUE_OF, Task, job_units, pair_subject, synthesis_tally
+from services.kernel.pending import synthesis_tally
+from services.kernel.plans import JudgePlan, PerturbPlan, SynthesisPlan, SynthesisSlot
+from services.kernel.registry import QUEUE_OF, Task
+from services.kernel.subjects import pair_subject
 from tests.databases import BACKENDS, migrated_database
 from tests.kernel.test_attempts import PROBLEM
 
@@ -63,7 +67,7 @@ async def _perturbation(sessions: Sessions) -> tuple[Job, Job, dict[str, str]]:
             tenant="t",
             kind=JobKind.PERTURB,
             total=4,
-            params={"attempt_ids": ["att_seed"], "confirm_job_id": confirm.job_id},
+            plan=PerturbPlan(attempt_ids=["att_seed"], confirm_job_id=confirm.job_id),
         )
         ids = {}
         for name in ("queued", "running", "done"):
@@ -297,10 +301,22 @@ async def test_a_cancel_names_the_steps_other_kinds_of_job_may_have_queued(sessi
             tenant="t",
             kind=JobKind.SYNTHESIZE,
             total=2,
-            params={"slots": [{"slot": "r0:t4:0"}, {"slot": "r0:t3:0", "after": ["r0:t4:0"]}]},
+            plan=SynthesisPlan(
+                requirements=[],
+                seed_ids=[],
+                targets=[4, 3],
+                llms=[],
+                slots=[SynthesisSlot(slot="r0:t4:0"), SynthesisSlot(slot="r0:t3:0", after=["r0:t4:0"])],
+            ),
         )
         direct = jobs.create_job(session, tenant="t", kind=JobKind.EXECUTE_DIRECT, total=1)
-        rejudge = jobs.create_job(session, tenant="t", kind=JobKind.JUDGE, total=2, params={"attempt_ids": ["a", "b"]})
+        rejudge = jobs.create_job(
+            session,
+            tenant="t",
+            kind=JobKind.JUDGE,
+            total=2,
+            plan=JudgePlan(attempt_ids=["a", "b"], judges=["sample_tests"], conditions=["blind"], repeats=1),
+        )
         await session.commit()
     found = {}
     for job in (synthesis, direct, rejudge):

@@ -351,7 +351,7 @@ async def test_the_reconciler_enqueues_lost_work_as_its_tenants(database: None, 
     # One more of B's, enqueued without a tenant (an older gateway): the reconciler gives it its tenant.
     (unattributed,) = await _attempts_of("tenant-b", 1)
     async with db.session_scope() as session:
-        direct = jobs.create_job(session, tenant="tenant-c", kind=JobKind.EXECUTE_DIRECT, total=1, params={})
+        direct = jobs.create_job(session, tenant="tenant-c", kind=JobKind.EXECUTE_DIRECT, total=1)
     executor_queue = QUEUE_OF[Task.EXECUTE_ATTEMPT]
     orphan = task_key(Task.EXECUTE_ATTEMPT, unattributed)
     await own_redis.enqueue_job(Task.EXECUTE_ATTEMPT.value, unattributed, _job_id=orphan, _queue_name=executor_queue)

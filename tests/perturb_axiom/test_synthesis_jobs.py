@@ -1,7 +1,7 @@
 """A synthesis job's steps on both databases, run one by one in process (the queue is absent, as if Redis had
 lost every task): each step does its work once however often it runs (a retry, a duplicate), records what
-happened in the job's units, and the registry's pending query (what the reconciler re-enqueues) names the next
-step at every point, until the job ends."""
+happened in the job's units, and the perturb service's pending query (services/kernel/pending.py: what the
+reconciler re-enqueues) names the next step at every point, until the job ends."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ import pytest
 from sqlalchemy import func, select
 
 from gateway.routes.benchmarks import plan_slots
-from services.kernel import attempts, db, jobs, registry
+from services.kernel import attempts, db, jobs, pending, subjects
 from services.kernel.attempts import NewAttempt
 from services.kernel.contracts import AttemptStatus, JobKind, JobStatus, Language, Stage
 from services.kernel.db import session_scope
+from services.kernel.jobs import job_units
 from services.kernel.models import Attempt, Execution, Job, utcnow
-from services.kernel.registry import Task, job_units, synthesis_work
+from services.kernel.pending import synthesis_work
+from services.kernel.plans import SynthesisPlan, SynthesisRequirement
+from services.kernel.registry import Task
 from services.llm import Answer, Failure, LLMRequest
 from services.perturb import worker
 from tests.databases import BACKENDS, migrated_database
@@ -84,21 +87,21 @@ async def _setup() -> tuple[str, str]:
         seed, _ = await attempts.create_attempt(session, "t", problem, spec, "job_submit", ["body"])
         seed.status, seed.stage, seed.verdict = AttemptStatus.DONE, None, "AC"
         slots = plan_slots([1], [4, 2], 1)
-        params = {
-            "requirements": [{"problem_id": "sum", "problem_pk": problem.id, "seed_ids": [seed.attempt_id]}],
-            "seed_ids": [seed.attempt_id],
-            "targets": [4, 2],
-            "m": 1,
-            "select": 90,
-            "max_draws": 2,
-            "seed": 0,
-            "llms": ["fake"],
-            "slots": slots,
-            "judges": [],
-            "conditions": ["blind"],
-            "repeats": 1,
-        }
-        job = jobs.create_job(session, tenant="t", kind=JobKind.SYNTHESIZE, total=len(slots) + 1, params=params)
+        plan = SynthesisPlan(
+            requirements=[SynthesisRequirement(problem_id="sum", problem_pk=problem.id, seed_ids=[seed.attempt_id])],
+            seed_ids=[seed.attempt_id],
+            targets=[4, 2],
+            m=1,
+            select=90,
+            max_draws=2,
+            seed=0,
+            llms=["fake"],
+            slots=slots,
+            judges=[],
+            conditions=["blind"],
+            repeats=1,
+        )
+        job = jobs.create_job(session, tenant="t", kind=JobKind.SYNTHESIZE, total=len(slots) + 1, plan=plan)
         return job.job_id, seed.attempt_id
 
 
@@ -113,9 +116,7 @@ async def _state(job_id: str) -> tuple[Job, set[str], list[Attempt]]:
 async def _pending(job_id: str) -> list[tuple[Task, str]]:
     """What the reconciler would re-enqueue for this job (the perturb service's pending query)."""
     async with session_scope() as session:
-        pending = registry.SERVICES["perturb"].pending
-        assert pending is not None
-        work = await pending(session, utcnow() + timedelta(seconds=1), 100)
+        work = await pending.PENDING["perturb"](session, utcnow() + timedelta(seconds=1), 100)
     return [(task, subject) for task, subject, tenant in work if subject.endswith(job_id) and tenant == "t"]
 
 
@@ -237,13 +238,13 @@ def test_the_draw_records_say_what_comes_next_and_how_draws_ended() -> None:
         "draw:r0:t3:0:0:candidate",
         "att_seed",
     }
-    draws = registry.synthesis_draws(rows)
+    draws = pending.synthesis_draws(rows)
     assert draws["r0:t2:0"] == {0: {"refusal"}, 1: {"candidate", "mismatch"}}
-    assert registry.next_draw(draws["r0:t2:0"]) == 2  # the last draw missed: draw again
-    assert registry.next_draw(draws["r0:t3:0"]) is None  # its candidate is being verified
-    assert registry.next_draw({}) == 0
-    assert registry.synthesis_tally(rows) == {"kept": 1, "mismatch": 1, "pending": 1, "refusal": 1}
-    assert registry.parse_synthesis_slot("r12:t3:1") == (12, 3, 1)
+    assert pending.next_draw(draws["r0:t2:0"]) == 2  # the last draw missed: draw again
+    assert pending.next_draw(draws["r0:t3:0"]) is None  # its candidate is being verified
+    assert pending.next_draw({}) == 0
+    assert pending.synthesis_tally(rows) == {"kept": 1, "mismatch": 1, "pending": 1, "refusal": 1}
+    assert subjects.parse_synthesis_slot("r12:t3:1") == (12, 3, 1)
 
 
 def test_a_job_keeps_its_data_on_its_own_programs_and_apart_on_references() -> None:
