@@ -10,6 +10,7 @@ Every task is enqueued as some tenant's work, and workers claim jobs tenant by t
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
@@ -229,6 +230,14 @@ GIVE_UP = "give_up"
 GiveUp = Callable[[Task, str, str], Awaitable[None]]
 
 
+def task_deadline_s() -> float:
+    """How long one try of a task may run: the queue's task limit (settings' job_timeout_s) less a margin (a tenth,
+    at most 5 s) in which a try that ran out records that its subject gave up. arq's own limit, reached only if
+    that write hangs, ends a task without a word to its subject."""
+    limit = float(get_settings().job_timeout_s)
+    return max(0.5, limit - min(5.0, limit * 0.1))
+
+
 def retry_delay_s(job_try: int) -> float:
     """The wait before try `job_try + 1` of a task whose try `job_try` raised."""
     return float(min(RETRY_MAX_DELAY_S, RETRY_FIRST_DELAY_S * 2 ** (job_try - 1)))
@@ -237,10 +246,10 @@ def retry_delay_s(job_try: int) -> float:
 def task(kind: Task) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Awaitable[R | None]]]:
     """Wrap a worker function (its first argument after ctx is the task's subject). Duration, retries and failures
     are measured here, once for every task. An exception is retried with arq's `Retry` (arq retries nothing
-    else), after `retry_delay_s`, up to the settings' job_max_tries; the last try's exception gives up: the
-    worker's GIVE_UP hook ends the subject with the reason (the exception's type only: its text may name host
-    paths), and the task ends there, the subject's terminal state being the record. If that write fails, arq's
-    extra tries (GIVE_UP_TRIES) attempt only the write."""
+    else), after `retry_delay_s`, up to the settings' job_max_tries; the last try's exception gives up, and so
+    does at once a try that runs past task_deadline_s: the worker's GIVE_UP hook ends the subject with the reason
+    (the exception's type only: its text may name host paths), and the task ends there, the subject's terminal
+    state being the record. If that write fails, arq's extra tries (GIVE_UP_TRIES) attempt only the write."""
 
     def decorate(fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R | None]]:
         @functools.wraps(fn)
@@ -255,12 +264,24 @@ def task(kind: Task) -> Callable[[Callable[..., Awaitable[R]]], Callable[..., Aw
                 return None
             started = time.perf_counter()
             outcome = "ok"
+            deadline = asyncio.timeout(task_deadline_s())
             try:
-                return await fn(ctx, *args, **kwargs)
+                async with deadline:
+                    return await fn(ctx, *args, **kwargs)
             except Retry:
                 outcome = "retry"
                 raise
             except Exception as exc:
+                if deadline.expired():
+                    # Not tried again: a try that ran out of time would take as long again, holding a worker for
+                    # the limit times the tries.
+                    outcome = "error"
+                    telemetry.task_failures.labels(kind.value).inc()
+                    telemetry.task_give_ups.labels(kind.value).inc()
+                    limit = get_settings().job_timeout_s
+                    log.error("%s %s gave up: it ran past the task limit (%s s)", kind.value, args[:1], limit)
+                    await _record_give_up(ctx, kind, args, f"gave up: it ran past the task limit ({limit} s)")
+                    return None
                 if job_try < max_tries:
                     outcome = "retry"
                     log.warning("%s %s raised %s on try %d; retrying", kind, args[:1], type(exc).__name__, job_try)

@@ -4,7 +4,9 @@ services/kernel/terminal.py), on both databases."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,33 @@ async def test_an_exception_is_retried_with_a_growing_delay_until_the_last_try()
     # The last try gives up: the subject is ended with the exception's type, never its text, and the task ends.
     assert await wrapped({"job_try": last, queue.GIVE_UP: failing.give_up}, "job_1") is None
     assert failing.gave_up == [(Task.EXECUTE_DIRECT, "job_1", f"gave up after {last} tries (OSError)")]
+
+
+async def test_a_try_that_runs_past_the_task_limit_gives_up_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """arq's own timeout would end the task and leave its subject `running` for ever (the reconciler sees a task
+    that completed); the wrapper's deadline, inside arq's, ends the subject instead, on the first try: a try that
+    ran out of time would take as long again."""
+    monkeypatch.setenv("TRIBUNAL_JOB_TIMEOUT_S", "1")
+    get_settings.cache_clear()
+    try:
+        assert queue.task_deadline_s() == 0.9
+        slow = Failing(OSError("unused"))
+
+        async def endless(ctx: dict[str, Any], subject: str) -> None:
+            await asyncio.sleep(30)
+
+        wrapped = queue.task(Task.EXECUTE_ATTEMPT)(endless)
+        started = time.monotonic()
+        assert await wrapped({"job_try": 1, queue.GIVE_UP: slow.give_up}, "att_1") is None
+        assert 0.8 < time.monotonic() - started < 5
+        assert slow.gave_up == [(Task.EXECUTE_ATTEMPT, "att_1", "gave up: it ran past the task limit (1 s)")]
+        # A TimeoutError of the task's own (a client's timeout) is an exception like any other: retried.
+        timing_out = Failing(TimeoutError("a provider's read timed out"))
+        with pytest.raises(Retry):
+            await queue.task(Task.EXECUTE_ATTEMPT)(timing_out.body)({"job_try": 1, queue.GIVE_UP: slow.give_up}, "a")
+        assert timing_out.gave_up == [] and len(slow.gave_up) == 1
+    finally:
+        get_settings.cache_clear()
 
 
 async def test_a_give_up_that_cannot_be_recorded_is_tried_again_alone() -> None:
