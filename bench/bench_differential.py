@@ -8,7 +8,7 @@ against one sandboxed process per input. A stdio pair is always one test run per
 The pair is HumanEval/0 (has_close_elements): the canonical solution against an equivalent rewrite (sorted,
 adjacent pairs). Inputs are generated here with `random` (seed 0) before timing starts: input generation is NOT
 included in "batched". "End to end" is what the similarity worker does for one pair, all timed: derive the input
-spec from the reference's hints and HumanEval's check function (services/fuzzing), generate N x R inputs, run
+spec from the reference's hints and HumanEval's check function (services/lib/fuzzing), generate N x R inputs, run
 them. Batched: `Executor.differential` with N inputs x R repetitions, two jails in parallel (one per side),
 `--runs` times after one warm-up (which builds both programs); the median is reported. Baseline, in the same
 run: each input run in a fresh jail per side through the existing function-mode path (`Executor.execute`, one
@@ -32,8 +32,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from executor.run import Executor  # noqa: E402
-from services.fuzzing import derive_spec, generate_repetitions  # noqa: E402
 from services.kernel.contracts import Limits, Mode, TestCase  # noqa: E402
+from services.lib.fuzzing import derive_spec, generate_repetitions  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 LIMITS = Limits(cpu_time_s=5, wall_time_s=30, memory_mb=256, output_kb=64, processes=16)

@@ -32,8 +32,8 @@ from judge.worker import _write  # noqa: E402
 from services.kernel.db import dispose_engine, init_engine, session_scope  # noqa: E402
 from services.kernel.judges import LLMJudge  # noqa: E402
 from services.kernel.models import Attempt, Problem  # noqa: E402
-from services.llm import request_params  # noqa: E402
-from services.migrate import upgrade_async  # noqa: E402
+from services.launcher.migrate import upgrade_async  # noqa: E402
+from services.lib.llm import request_params  # noqa: E402
 from tests.fake_llm import Behaviour, ScriptedLLM  # noqa: E402
 
 console = Console()

@@ -43,7 +43,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.kernel.registry import SERVICES  # noqa: E402
-from services.stack import EmbeddedStack  # noqa: E402
+from services.launcher.stack import EmbeddedStack  # noqa: E402
 
 console = Console()
 ROOT = Path(__file__).resolve().parents[1]

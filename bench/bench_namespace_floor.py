@@ -1,5 +1,5 @@
 """The floor of a run in fresh namespaces with no Python in the way: the per-run work of a reusable jail
-(services/sandbox/launcher.py) written in C (bench/floor/run_chain.c), against spawning the same program directly,
+(services/lib/sandbox/zygote.py) written in C (bench/floor/run_chain.c), against spawning the same program directly,
 in the same run. It answers how much of a trivial compiled program's sandbox overhead any zygote would keep.
 
     .venv/bin/python bench/bench_namespace_floor.py [--runs 500] [--repeats 3]      (as root)

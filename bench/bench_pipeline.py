@@ -161,7 +161,7 @@ def cpu_snapshot(groups: dict[str, list[int]]) -> dict[str, float]:
 
 CATEGORIES = (
     ("database", ("sqlalchemy/", "aiosqlite/", "asyncpg/", "sqlite3/", "services/kernel/db.py")),
-    ("sandbox management", ("executor/run.py", "executor/builds.py", "services/sandbox/", "subprocess.py")),
+    ("sandbox management", ("executor/run.py", "executor/builds.py", "services/lib/sandbox/", "subprocess.py")),
     ("telemetry", ("prometheus_client/",)),
     ("validation/serialisation", ("pydantic", "json/", "pickle")),
     ("queue (arq/redis)", ("arq/", "redis/", "hiredis")),
@@ -418,14 +418,14 @@ def restart_all(stack: Any, variant: str, sandbox: str, before: Path | None) -> 
         if service == "executor" and sandbox == "stub":
             spawn("executor-0", [sys.executable, str(Path(__file__).resolve()), "--stub-worker"])
         else:
-            spawn(f"{service}-0", [sys.executable, "-m", "services.cli", "worker", service])
+            spawn(f"{service}-0", [sys.executable, "-m", "services.launcher.cli", "worker", service])
     gateway = ["gateway", "--host", stack.host, "--port", str(stack.port)]
-    spawn("gateway", [sys.executable, "-m", "services.cli", *gateway])
+    spawn("gateway", [sys.executable, "-m", "services.launcher.cli", *gateway])
     stack.wait_ready(60)
 
 
 def register_problems(client: httpx.Client, problems: dict[str, dict[str, Any]]) -> None:
-    from services.demo import HUMANEVAL_LIMITS, humaneval_test_code
+    from services.launcher.demo import HUMANEVAL_LIMITS, humaneval_test_code
 
     for task_id, item in problems.items():
         client.post(
@@ -480,7 +480,7 @@ def main() -> None:
         run_stub_worker()
         return
 
-    from services.stack import EmbeddedStack
+    from services.launcher.stack import EmbeddedStack
 
     default = "before,unbatched,batched"
     variants = [v.strip() for v in (args.variants or default).split(",") if v.strip()]

@@ -26,7 +26,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from services.kernel.embedded import free_port  # noqa: E402
-from services.stack import EmbeddedStack  # noqa: E402
+from services.launcher.stack import EmbeddedStack  # noqa: E402
 
 console = Console()
 RESULTS = Path(__file__).parent / "results"

@@ -5,10 +5,10 @@
 Each HumanEval canonical solution (the first `--seeds`) is perturbed the way the perturbation worker does it (seed
 0, every Python operator, one mutant each), three ways, interleaved seed by seed so that the machine's load falls
 on all three alike:
-- jailed: `generate_isolated`, `python -m services.mutation` in nsjail (services/perturb/isolation.py);
-- child: the previous design, the same module in an unjailed child (`python -I -m services.mutation` with its
+- jailed: `generate_isolated`, `python -m services.lib.mutation` in nsjail (services/perturb/isolation.py);
+- child: the previous design, the same module in an unjailed child (`python -I -m services.lib.mutation` with its
   rlimits, as the worker's uid), the way isolation.py ran it before the parse moved into the jail;
-- in-process: `services.mutation.generate` itself (what the child computes; no process at all).
+- in-process: `services.lib.mutation.generate` itself (what the child computes; no process at all).
 Reported per way: median wall ms per seed and CPU ms per seed (this process's children: the jail's processes and
 nsjail, or the child), and the ratios jailed/child. Every seed's jailed mutants are checked equal to the in-process
 ones. Writes bench/results/seed_parse.json.
@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.mutation import Mutant, generate  # noqa: E402
+from services.lib.mutation import Mutant, generate  # noqa: E402
 from services.perturb.isolation import ParserJail, generate_isolated  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -57,7 +57,7 @@ async def unjailed_child(source: str) -> list[dict[str, Any]]:
         sys.executable,
         "-I",
         "-m",
-        "services.mutation",
+        "services.lib.mutation",
         "--memory-bytes",
         str(1 << 30),
         "--cpu-seconds",

@@ -22,9 +22,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from metrics.similarity import select_region_thresholds  # noqa: E402
-from services.codesim import reference_metrics, surface_similarity  # noqa: E402
-from services.fuzzing import derive_spec, generate_inputs  # noqa: E402
 from services.kernel.contracts import Mode, TestCase  # noqa: E402
+from services.lib.codesim import reference_metrics, surface_similarity  # noqa: E402
+from services.lib.fuzzing import derive_spec, generate_inputs  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 REWRITE = (

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from executor.run import Executor  # noqa: E402
 from services.kernel.contracts import Limits, TestCase  # noqa: E402
 from services.kernel.settings import get_settings  # noqa: E402
-from services.stack import EmbeddedStack  # noqa: E402
+from services.launcher.stack import EmbeddedStack  # noqa: E402
 
 console = Console()
 RESULTS = Path(__file__).parent / "results"

@@ -7,7 +7,7 @@ executor/harness/function_runner.py, the jail's PID 1, with the candidate's proc
 read) and the same files. Nothing the program can see tells it whether it is being tested or fuzzed; only the
 request on the supervisor's stdin differs, and the supervisor never shows it. So a program cannot behave
 one way under fuzzing and another under its tests, except by the inputs themselves, which is why the similarity
-worker mixes the problem's own test inputs into the fuzzing inputs (`test_positions`, services/fuzzing/mix.py).
+worker mixes the problem's own test inputs into the fuzzing inputs (`test_positions`, services/lib/fuzzing/mix.py).
 
 Function mode: one run answers a *segment* of a repetition, one call at a time over the same call messages a
 code test makes; the supervisor keeps the time (its own clock, never the program's), ends the run when the
@@ -50,9 +50,9 @@ from typing import TYPE_CHECKING, Any
 
 from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, get_language
-from services.fuzzing.score import TIMEOUT_RULES, Repetition, TimeoutRule, df_score
 from services.kernel.contracts import Checker, Language, Limits, Mode
-from services.sandbox.jail import JAIL_PROGRAM_DIR, JailProfile, RunResult, printable, unjudged_reason
+from services.lib.fuzzing.score import TIMEOUT_RULES, Repetition, TimeoutRule, df_score
+from services.lib.sandbox.jail import JAIL_PROGRAM_DIR, JailProfile, RunResult, printable, unjudged_reason
 
 if TYPE_CHECKING:
     from executor.builds import BuildLease

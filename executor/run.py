@@ -22,11 +22,11 @@ from executor.checkers import excerpt, mismatch, values_equal
 from executor.differential import DifferentialResult
 from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, Toolchain, get_language, toolchain
-from services.fuzzing.score import TimeoutRule
 from services.kernel.contracts import Checker, ExecutionResult, Language, Limits, Mode, TestCase, TestResult, Verdict
 from services.kernel.fair import FairSlots
 from services.kernel.text import clean_text
-from services.sandbox.jail import (
+from services.lib.fuzzing.score import TimeoutRule
+from services.lib.sandbox.jail import (
     INSIDE_ID,
     JAIL_PROGRAM_DIR,
     JailProfile,
@@ -40,7 +40,7 @@ from services.sandbox.jail import (
     sandbox_visible_root,
     unjudged_reason,
 )
-from services.sandbox.warm import LAUNCHER_SOURCE, install_readable
+from services.lib.sandbox.warm import LAUNCHER_SOURCE, install_readable
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class Executor:
         self._builds = BuildCache(visible / "builds", self._sandbox, build_limits or BuildLimits.from_settings())
         self.builds_root = self._builds.root
         self._harness = install_readable(visible / "harness", _HARNESS_SOURCE)
-        # Test runs happen in pre-made jails (services/sandbox/warm.py): one kind per (limits, language, mode),
+        # Test runs happen in pre-made jails (services/lib/sandbox/warm.py): one kind per (limits, language, mode),
         # as many ready as there are slots.
         self._sandbox.enable_warm(
             launcher=install_readable(visible / "harness", LAUNCHER_SOURCE),
@@ -171,7 +171,7 @@ class Executor:
             return _failed(Verdict.IE, f"the {lang.id} toolchain is not available on this executor", len(tests))
         if lang.id == Language.PYTHON:
             # No separate syntax check: each test's launcher compiles the program before anything runs, and a
-            # SyntaxError there is the attempt's CE (services/sandbox/launcher.py).
+            # SyntaxError there is the attempt's CE (services/lib/sandbox/zygote.py).
             program = _Program(main=_PYTHON_MAIN, files={_PYTHON_MAIN: _encode(source_code)})
             compile_output, cached = "", False
             lease: BuildLease | None = None
@@ -410,7 +410,7 @@ def jail_plan(lang: LanguageSpec, main: str, mode: Mode, limits: Limits) -> tupl
         processes=limits.processes + lang.extra_processes + int(function_mode),
         readonly_mounts=lang.extra_readonly_mounts,
         with_harness=function_mode,
-        # Every test runs in a reusable jail (services/sandbox/warm.py): the zygote forks the run into fresh
+        # Every test runs in a reusable jail (services/lib/sandbox/warm.py): the zygote forks the run into fresh
         # namespaces; a Python program runs in that fork of the warm interpreter, anything else is exec'd there.
         warm=True,
     )

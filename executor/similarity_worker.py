@@ -29,8 +29,16 @@ from sqlalchemy import update
 from executor.builds import COMPILE_WALL_S
 from executor.differential import LOAD_TIMEOUT_S
 from executor.run import Executor
-from services.codesim import reference_metrics, surface_similarity
-from services.fuzzing import (
+from services.kernel import cancel, jobs, queue, telemetry, worker
+from services.kernel.contracts import LIVE_JOB_STATUSES, Checker, JobStatus, Limits, Mode, PairStatus, TestCase
+from services.kernel.db import session_scope
+from services.kernel.models import Job, Problem, SimilarityPair, utcnow
+from services.kernel.plans import SimilarityPlan
+from services.kernel.registry import Task
+from services.kernel.settings import get_settings
+from services.kernel.subjects import pair_unit, parse_pair_subject
+from services.lib.codesim import reference_metrics, surface_similarity
+from services.lib.fuzzing import (
     DEFAULT_INPUTS_FUNCTION,
     DEFAULT_INPUTS_PROGRAM,
     SpecError,
@@ -40,14 +48,6 @@ from services.fuzzing import (
     mix_tests,
     parse_spec,
 )
-from services.kernel import cancel, jobs, queue, telemetry, worker
-from services.kernel.contracts import LIVE_JOB_STATUSES, Checker, JobStatus, Limits, Mode, PairStatus, TestCase
-from services.kernel.db import session_scope
-from services.kernel.models import Job, Problem, SimilarityPair, utcnow
-from services.kernel.plans import SimilarityPlan
-from services.kernel.registry import Task
-from services.kernel.settings import get_settings
-from services.kernel.subjects import pair_unit, parse_pair_subject
 
 log = logging.getLogger("tribunal.similarity")
 
@@ -195,7 +195,7 @@ async def _score(ctx: dict[str, Any], loaded: _Loaded, deadline_s: float) -> dic
         n_inputs = plan.n_inputs or (DEFAULT_INPUTS_FUNCTION if mode == Mode.FUNCTION else DEFAULT_INPUTS_PROGRAM)
         repeats, seed = plan.repeats, plan.seed
         repetitions = await asyncio.to_thread(generate_repetitions, spec, n_inputs, repeats, seed)
-        # The problem's own tests join every repetition (services/fuzzing/mix.py): a program that told its tests'
+        # The problem's own tests join every repetition (services/lib/fuzzing/mix.py): a program that told its tests'
         # inputs from generated ones, and answered them differently, is compared on them too.
         tests = inputs_of_tests(mode, pair.entry_point, loaded.tests)
         repetitions, positions = mix_tests(repetitions, tests, seed)

@@ -1,4 +1,4 @@
-"""One LLM judgment: the rubric's request through the shared provider layer (services/llm), turned into exactly
+"""One LLM judgment: the rubric's request through the shared provider layer (services/lib/llm), turned into exactly
 one `JudgmentOutput` (services/kernel/contracts.py), the row the judge worker writes.
 
 The provider layer builds the request once, reissues it identically within `max_tries` and the deadline, and
@@ -14,7 +14,7 @@ from services.kernel import telemetry
 from services.kernel.contracts import JudgmentOutput, JudgmentStatus
 from services.kernel.judges import LLMJudge
 from services.kernel.text import clean_json, clean_text
-from services.llm import Failure, LLMMetrics, LLMRequest, Message, ResponseCache, Runner
+from services.lib.llm import Failure, LLMMetrics, LLMRequest, Message, ResponseCache, Runner
 
 JUDGE_TELEMETRY = LLMMetrics(
     requests=telemetry.judge_requests,

@@ -7,7 +7,7 @@ working directory) and /tmp, and one fresh host directory holding only the files
 read-only at /prog. Nothing else of the host (the data dir, admin.key, /etc, /root, the checkout) is visible.
 
 A run is either cold (`reusable=False`: a jail of its own, made for it and ended after it) or in a reusable jail
-(`reusable=True`: services/sandbox/warm.py; a long-lived zygote execs the tool in fresh namespaces of the run's
+(`reusable=True`: services/lib/sandbox/warm.py; a long-lived zygote execs the tool in fresh namespaces of the run's
 own, with its own /box, /tmp and /prog, so no file of another run is in reach and jail creation is paid ahead).
 """
 
@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from services.sandbox.jail import (
+from services.lib.sandbox.jail import (
     INSIDE_ID,
     JAIL_PROGRAM_DIR,
     JailProfile,
@@ -32,7 +32,7 @@ from services.sandbox.jail import (
     ensure_cgroup_parents,
     sandbox_visible_root,
 )
-from services.sandbox.warm import LAUNCHER_SOURCE, install_readable, write_program
+from services.lib.sandbox.warm import LAUNCHER_SOURCE, install_readable, write_program
 
 # Where the files given to run() appear inside the jail.
 TOOL_FILES_DIR = JAIL_PROGRAM_DIR

@@ -31,7 +31,7 @@ from services.kernel.ratelimit import JudgeTokenBudget, tenant_judge_token_limit
 from services.kernel.registry import Task
 from services.kernel.settings import get_settings
 from services.kernel.subjects import Subject, judged_unit
-from services.llm import DbResponseCache
+from services.lib.llm import DbResponseCache
 
 log = logging.getLogger("tribunal.judge")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.fake_llm import Behaviour, ScriptedLLM
 from tests.servers import postgres_server, redis_server
 

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
 from services.kernel.db import make_engine
-from services.migrate import upgrade_async
+from services.launcher.migrate import upgrade_async
 
 BACKENDS = ["sqlite", "postgresql"]
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from services.demo import VARIANTS, humaneval_problems
+from services.launcher.demo import VARIANTS, humaneval_problems
 
 
 @pytest.mark.timeout(600)  # the whole demo, perturbation act included, on a fresh stack
 def test_demo_accepts_canonical_solutions_and_catches_every_variant(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "services.cli", "demo", "--limit", "10", "--data-dir", str(tmp_path / "demo")],
+        [sys.executable, "-m", "services.launcher.cli", "demo", "--limit", "10", "--data-dir", str(tmp_path / "demo")],
         capture_output=True,
         text=True,
         timeout=600,

@@ -27,9 +27,9 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("executor/run.py", "_decide", "stdout"): "the program's own output, for the checker and the executions API",
     ("executor/run.py", "_decide", "stderr_text"): "the program's own stderr excerpt (executions API only)",
     ("executor/run.py", "_decide", "nsjail_log"): "logged only, on IE",
-    ("services/sandbox/jail.py", "classify", "jail_error"): "logged only; the verdict reason is a fixed text",
-    ("services/sandbox/jail.py", "classify", "stderr"): "searched for fixed runtime markers; never copied",
-    ("services/sandbox/jail.py", "stderr_text", "stderr"): "the RunResult property itself",
+    ("services/lib/sandbox/jail.py", "classify", "jail_error"): "logged only; the verdict reason is a fixed text",
+    ("services/lib/sandbox/jail.py", "classify", "stderr"): "searched for fixed runtime markers; never copied",
+    ("services/lib/sandbox/jail.py", "stderr_text", "stderr"): "the RunResult property itself",
     ("executor/languages.py", "_output", "stdout"): "`--version` of the host's own toolchain: no untrusted input",
     ("executor/languages.py", "_output", "stderr"): "same",
     ("executor/worker.py", "_execute_attempt", "compile_output"): "the sanitised build output, stored",
@@ -42,7 +42,7 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("executor/differential.py", "_stdio_outcome", "stdout"): (
         "the program's own output, compared with the other side's; shown only in its owner's counterexamples"
     ),
-    ("services/sandbox/jail.py", "unjudged_reason", "jail_error"): "tested for presence only; never copied",
+    ("services/lib/sandbox/jail.py", "unjudged_reason", "jail_error"): "tested for presence only; never copied",
     ("executor/worker.py", "_direct_result", "compile_output"): "the sanitised build output, returned",
     ("judge/offline/tools.py", "run_tool", "nsjail_log"): "logged only, on a sandbox failure",
     ("judge/offline/pylint_driver.py", "pylint_cold_run", "stdout"): (
@@ -60,7 +60,7 @@ REVIEWED: dict[tuple[str, str, str], str] = {
         "parsed XML; only ids matching a pattern, severities, lines kept"
     ),
     ("gateway/submissions.py", "_attempt_json", "compile_output"): "the sanitised build output, in the response",
-    ("services/mutation/__main__.py", "main", "stdout"): "sys.stdout: where the child writes its JSON answer",
+    ("services/lib/mutation/__main__.py", "main", "stdout"): "sys.stdout: where the child writes its JSON answer",
     ("services/perturb/isolation.py", "generate_isolated", "stdout"): (
         "the seed parser's JSON answer from its jail, validated strictly by _read_answer into Mutant"
     ),
@@ -98,8 +98,8 @@ PROCESS_STARTERS = {
     ("asyncio", "create_subprocess_shell"),
 }
 REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
-    ("services/sandbox/jail.py", "_spawn", "posix_spawn"): (
-        "nsjail itself (a cold jail, or a reusable one whose first process is the zygote, launcher.py): everything "
+    ("services/lib/sandbox/jail.py", "_spawn", "posix_spawn"): (
+        "nsjail itself (a cold jail, or a reusable one whose first process is the zygote, zygote.py): everything "
         "untrusted runs in it; its output reaches the host only through _collect's capped readers"
     ),
     ("executor/languages.py", "_output", "run"): (
@@ -107,8 +107,8 @@ REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
         "the banner is the /v1/languages version text"
     ),
     ("services/kernel/embedded.py", "start", "Popen"): "redis-server for `tribunal up`; output to its log file",
-    ("services/stack.py", "_spawn", "Popen"): "the platform's own gateway and workers; output to log files",
-    ("services/observability.py", "start", "Popen"): (
+    ("services/launcher/stack.py", "_spawn", "Popen"): "the platform's own gateway and workers; output to log files",
+    ("services/launcher/observability.py", "start", "Popen"): (
         "Debian's prometheus for `tribunal up --prometheus-port`, on loopback, with our generated config; output "
         "to its log file; it reads only our processes' /metrics (the gateway's with a metrics-only key)"
     ),
@@ -118,7 +118,7 @@ REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
 # Scripts that run inside a jail (as its first process, or started by one): what they fork or exec stays in the
 # jail, and what they read is the jail's own. Each is started only by a reviewed process start above.
 IN_JAIL_SCRIPTS = {
-    "services/sandbox/launcher.py",  # a reusable jail's zygote (Sandbox._spawn_prepared)
+    "services/lib/sandbox/zygote.py",  # a reusable jail's zygote (Sandbox._spawn_prepared)
     "judge/harness/pylint_warm.py",  # the warm lint supervisor, run by ToolJail as `python3 -c` inside the jail
 }
 

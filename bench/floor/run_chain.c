@@ -1,7 +1,7 @@
 /* The floor of a run in fresh namespaces, with no Python anywhere: what a reusable jail's per-run work costs when
  * written in C (bench/bench_namespace_floor.py compiles and runs this; see docs/performance.md).
  *
- * Per run, as services/sandbox/launcher.py does it: fork the setup process; it unshares the given namespaces,
+ * Per run, as services/lib/sandbox/zygote.py does it: fork the setup process; it unshares the given namespaces,
  * brings loopback up (with a network namespace), makes / private and mounts tmpfs on two folders, then forks the
  * run's first process, which mounts /proc (with a PID namespace), posix_spawns the program and waits for it.
  * Capabilities and seccomp are left out (a few system calls). Prints the median wall time per run and the mean

@@ -39,7 +39,7 @@ from services.kernel.plans import (
 )
 from services.kernel.settings import get_settings
 from services.kernel.subjects import SYNTHESIS_FINAL, slot_unit, synthesis_slot
-from services.mutation.axiom_records import (
+from services.lib.mutation.axiom_records import (
     AxiomRecord,
     CalibratedScore,
     RecordKind,

@@ -22,8 +22,8 @@ from services.kernel.plans import PerturbPlan, SimilarityPlan
 from services.kernel.ratelimit import MAX_MUTANTS_PER_SEED
 from services.kernel.registry import Task
 from services.kernel.subjects import job_subject
-from services.mutation import CATALOGUE, operators_for
-from services.mutation.axiom_rules import catalogue as axiom_catalogue
+from services.lib.mutation import CATALOGUE, operators_for
+from services.lib.mutation.axiom_rules import catalogue as axiom_catalogue
 
 router = APIRouter(prefix="/v1/perturbations", tags=["perturbations"])
 

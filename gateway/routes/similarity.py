@@ -19,16 +19,16 @@ from gateway.errors import ApiError, field_error
 from gateway.schemas import FROM_QUERY_STRING, SourceCode, _check_source_size, _identifier, _In, json_problem
 from gateway.submissions import not_found
 from metrics.reports import similarity as similarity_report
-from services.codesim import trivially_shared_ngrams
-from services.fuzzing import DEFAULT_REPEATS, SpecError, parse_spec
-from services.fuzzing.score import TimeoutRule
-from services.fuzzing.spec import MAX_INPUTS as MAX_GENERATED_INPUTS
 from services.kernel import attempts, jobs, queue
 from services.kernel.contracts import JobKind, JobStatus, Language, Mode
 from services.kernel.models import Job, SimilarityPair
 from services.kernel.plans import SimilarityPlan
 from services.kernel.registry import Task
 from services.kernel.subjects import pair_subject
+from services.lib.codesim import trivially_shared_ngrams
+from services.lib.fuzzing import DEFAULT_REPEATS, SpecError, parse_spec
+from services.lib.fuzzing.score import TimeoutRule
+from services.lib.fuzzing.spec import MAX_INPUTS as MAX_GENERATED_INPUTS
 
 router = APIRouter(prefix="/v1/similarity", tags=["similarity"])
 

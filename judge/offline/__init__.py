@@ -7,7 +7,7 @@ the attempt cannot be scored by it, which the caller records as a failed judgmen
   judges are measured against, so they never reach a judge). Fills the co-creation rubric (p_ac, s_algo, s_robust).
 - `chrf`, `codebleu`, `edit_similarity`: the rule-based reference metrics of AXIOM IV-D1 (ChrF++, CodeBLEU and
   token edit similarity), computed on Pygments token streams with whitespace and comments discarded. The metrics
-  themselves are the code-similarity library's (`services/codesim/`); these judges only map its raw values.
+  themselves are the code-similarity library's (`services/lib/codesim/`); these judges only map its raw values.
 - `lint`: static analysis only (pylint for Python, cppcheck for C and C++), each tool in nsjail
   (`judge/tooljail.py`); the program is never run, and nothing the tool prints is kept as text. pylint runs warm:
   concurrent requests share a jail in which pylint is imported once and each file is linted by a forked child

@@ -1,17 +1,17 @@
 """The reference-based methods of AXIOM IV-D1 (`chrf`, `codebleu`, `edit_similarity`): the code-similarity
-library's metrics (services/codesim: Pygments tokens, whitespace and comments discarded) mapped to 0..5."""
+library's metrics (services/lib/codesim: Pygments tokens, whitespace and comments discarded) mapped to 0..5."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from judge.offline.scores import OfflineScore, OfflineUnavailable, check_language, grade
-from services import codesim
-from services.codesim import CodeBleuRecipe, GrammarUnavailable
+from services.lib import codesim
+from services.lib.codesim import CodeBleuRecipe, GrammarUnavailable
 
 
 def code_tokens(source: str, language: str) -> list[str]:
-    """The program's Pygments tokens without whitespace and comments (`services.codesim.code_tokens`).
+    """The program's Pygments tokens without whitespace and comments (`services.lib.codesim.code_tokens`).
 
     Raises:
         OfflineUnavailable: the language is not python, c, cpp or java.
@@ -29,7 +29,7 @@ def _reference_result(method: str, raw: float, rationale_detail: str, detail: di
 
 
 def chrf(candidate: str, reference: str, language: str) -> OfflineScore:
-    """ChrF++ (`services.codesim.chrf_pp`: sacrebleu `CHRF(word_order=2)`, sentence level, on the Pygments token
+    """ChrF++ (`services.lib.codesim.chrf_pp`: sacrebleu `CHRF(word_order=2)`, sentence level, on the Pygments token
     streams joined by single spaces; two empty streams score 100). raw = chrF / 100.
     """
     check_language(language)
@@ -43,7 +43,7 @@ def chrf(candidate: str, reference: str, language: str) -> OfflineScore:
 
 
 def codebleu(candidate: str, reference: str, language: str) -> OfflineScore:
-    """CodeBLEU by the library's `pygments` recipe (`services.codesim.codebleu_score`), deterministic.
+    """CodeBLEU by the library's `pygments` recipe (`services.lib.codesim.codebleu_score`), deterministic.
 
     The n-gram components see the Pygments tokens (whitespace and comments discarded); the syntax and data-flow
     components need parseable code and see the source with its comments blanked.
@@ -77,7 +77,7 @@ def codebleu(candidate: str, reference: str, language: str) -> OfflineScore:
 
 
 def edit_similarity(candidate: str, reference: str, language: str) -> OfflineScore:
-    """Token edit similarity (IV-D1, `services.codesim.token_edit`): raw = 1 - d / max(|p|, |p_ref|), d the
+    """Token edit similarity (IV-D1, `services.lib.codesim.token_edit`): raw = 1 - d / max(|p|, |p_ref|), d the
     token-level Levenshtein distance over Pygments tokens; two empty token lists are identical (raw 1.0).
     """
     check_language(language)

@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from services import codesim
-from services.codesim import UnsupportedLanguage
+from services.lib import codesim
+from services.lib.codesim import UnsupportedLanguage
 
 
 class OfflineUnavailable(Exception):

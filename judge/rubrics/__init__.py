@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.kernel.contracts import Rubric
-from services.llm import ReplySchema, strict_json_schema
+from services.lib.llm import ReplySchema, strict_json_schema
 
 PROMPTS = Path(__file__).parent / "prompts"
 

@@ -121,7 +121,7 @@ class JobKind(StrEnum):
     SIMILARITY = "similarity"
 
 
-# Which timed-out repetitions of differential fuzzing are excluded (services/fuzzing/score.py): "paper", any
+# Which timed-out repetitions of differential fuzzing are excluded (services/lib/fuzzing/score.py): "paper", any
 # (Algorithm 1); "strict", only those the reference ran out of time on.
 TimeoutRule = Literal["paper", "strict"]
 

@@ -32,7 +32,7 @@ JUDGES_KEY = "tribunal:judges"
 
 class Endpoint(BaseModel):
     """One OpenAI-compatible chat-completions endpoint, its model and its bounds: what the provider layer
-    (services/llm) needs to send a request. A judge's endpoint is one; any other caller (the perturbation
+    (services/lib/llm) needs to send a request. A judge's endpoint is one; any other caller (the perturbation
     generator's LLM rules) configures one the same way."""
 
     model_config = ConfigDict(extra="forbid")

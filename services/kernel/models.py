@@ -241,7 +241,7 @@ class Judgment(Base):
 
 
 class JudgeResponseCache(Base):
-    """Validated provider answers, keyed by everything that shapes a request (services/llm/cache.py)."""
+    """Validated provider answers, keyed by everything that shapes a request (services/lib/llm/cache.py)."""
 
     __tablename__ = "judge_response_cache"
 

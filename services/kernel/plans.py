@@ -23,7 +23,7 @@ from services.kernel.contracts import Checker, Condition, JobKind, Language, Lim
 PAPER_M = 2
 PAPER_SELECT_M = 90
 DEFAULT_MAX_DRAWS = 4
-# Algorithm 1's repetitions (LoCaL 3.3.2; services/fuzzing DEFAULT_REPEATS) and Algorithm 2's protocols
+# Algorithm 1's repetitions (LoCaL 3.3.2; services/lib/fuzzing DEFAULT_REPEATS) and Algorithm 2's protocols
 # (metrics/reports/similarity.py `Protocol`, which the metrics library keeps as its own: it imports nothing here).
 DEFAULT_FUZZ_REPEATS = 5
 SimilarityProtocol = Literal["pseudocode", "local_rq3"]
@@ -129,7 +129,7 @@ class SynthesisPlan(OwnedPlan, JudgingPlan):
 class SimilarityPlan(Plan):
     """`similarity` (POST /v1/similarity, /v1/similarity/datasets, and a perturbation job's confirmation): how
     Algorithm 1 fuzzes each pair, CrystalBLEU's ignored n-grams per language, and, for a dataset, Algorithm 2's
-    thresholds or protocol. `n_inputs` None: the mode's default (services/fuzzing). A confirmation names its
+    thresholds or protocol. `n_inputs` None: the mode's default (services/lib/fuzzing). A confirmation names its
     perturbation job."""
 
     n_inputs: int | None = None

@@ -1,9 +1,9 @@
 """Generating a seed's mutants parses a tenant's program (tree-sitter, Python's `ast`); it never runs it. Like every
-other reader of untrusted input, the parser runs in nsjail (services/sandbox/jail.py `Sandbox`, a cold jail per
+other reader of untrusted input, the parser runs in nsjail (services/lib/sandbox/jail.py `Sandbox`, a cold jail per
 seed), never in the worker:
 
 * files: the jail's usual `/usr`, `/proc`, `/dev/null` and tmpfs `/box` and `/tmp`, an empty `/prog`, and,
-  read-only at their host paths, exactly what `python -m services.mutation` needs: the worker's interpreter (its
+  read-only at their host paths, exactly what `python -m services.lib.mutation` needs: the worker's interpreter (its
   executable, its shared library, its standard library less its own site-packages and the modules no parse
   imports), the project's `services` package, and the few packages of the virtualenv it imports
   (`PARSER_PACKAGES`: tree-sitter and its grammars, pydantic for the contracts' enums). Nothing else of the host:
@@ -56,9 +56,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from services.kernel.contracts import Arm, Language
 from services.kernel.ratelimit import MAX_MUTANTS_PER_SEED
 from services.kernel.settings import get_settings
-from services.mutation import Mutant, operators_for
-from services.mutation.__main__ import EXIT_MEMORY, EXIT_RECURSION
-from services.sandbox.jail import (
+from services.lib.mutation import Mutant, operators_for
+from services.lib.mutation.__main__ import EXIT_MEMORY, EXIT_RECURSION
+from services.lib.sandbox.jail import (
     INSIDE_ID,
     JailProfile,
     RunControl,
@@ -80,7 +80,7 @@ WALL_SECONDS = 120.0
 ANSWER_LIMIT = 128 << 20
 STDERR_LIMIT = 1 << 20
 PROCESSES = 8
-# The virtualenv's packages `services.mutation` imports (the only ones the jail mounts). A missing one makes every
+# The virtualenv's packages `services.lib.mutation` imports (the only ones the jail mounts). A missing one makes every
 # seed fail to parse in the jail: tests/perturb/test_isolation.py parses a seed of each language.
 PARSER_PACKAGES = (
     "tree_sitter",
@@ -96,7 +96,7 @@ PARSER_PACKAGES = (
 )
 # Run in the jail as `python -I -S -B -c BOOTSTRAP <site-packages> <project root> [options]`: no site, no
 # environment, the standard library plus these two directories on sys.path.
-BOOTSTRAP = "import sys; sys.path += sys.argv[1:3]; from services.mutation.__main__ import main; main(sys.argv[3:])"
+BOOTSTRAP = "import sys; sys.path += sys.argv[1:3]; from services.lib.mutation.__main__ import main; main(sys.argv[3:])"
 # A staged copy still being made after this long was left by a process that died.
 _STALE_S = 3600
 # More mutants than any request asks for (generate_isolated's `limit` bounds each answer).
@@ -144,7 +144,7 @@ def _read_answer(
     stdout: bytes, source: str, language: Language, operators: Sequence[str] | None, limit: int
 ) -> list[Mutant]:
     """The mutants of a well-formed answer; NotPerturbable for an unparsable seed or an answer that is not one
-    `services.mutation` could have given for this request."""
+    `services.lib.mutation` could have given for this request."""
     try:
         # The standard library's parser: it takes back the lone surrogates json.dumps escapes (a seed may hold them).
         data = json.loads(stdout)
@@ -205,7 +205,7 @@ class ParserProfile(JailProfile):
 
 @dataclass(frozen=True)
 class ParserRuntime:
-    """What `python -m services.mutation` needs, as host paths: the interpreter's executable, shared library
+    """What `python -m services.lib.mutation` needs, as host paths: the interpreter's executable, shared library
     (if any) and standard library, the virtualenv's site-packages and the packages of it that are imported, and
     the project root holding `services`."""
 
@@ -235,7 +235,7 @@ class ParserRuntime:
 
 @functools.cache
 def parser_runtime() -> ParserRuntime:
-    """This process's interpreter and the packages `services.mutation` imports."""
+    """This process's interpreter and the packages `services.lib.mutation` imports."""
     library = None
     if sysconfig.get_config_var("Py_ENABLE_SHARED"):
         library = os.path.realpath(Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("LDLIBRARY"))
@@ -340,7 +340,7 @@ def _remove_stale(staging: Path) -> None:
 
 
 class ParserJail:
-    """Runs `python -m services.mutation` in a cold nsjail jail per seed. Thread-safe."""
+    """Runs `python -m services.lib.mutation` in a cold nsjail jail per seed. Thread-safe."""
 
     def __init__(self, work_root: Path, *, nsjail_path: Path | None = None, sandbox_uid: int = INSIDE_ID) -> None:
         work_root = Path(work_root).absolute()
@@ -443,7 +443,7 @@ async def generate_isolated(
     limit: int = MAX_MUTANTS_PER_SEED,
     jail: ParserJail | None = None,
 ) -> list[Mutant]:
-    """`services.mutation.generate` in the seed parser's jail: its first `limit` mutants. Raises NotPerturbable
+    """`services.lib.mutation.generate` in the seed parser's jail: its first `limit` mutants. Raises NotPerturbable
     (the seed's doing) or ParserUnavailable (the platform's)."""
     lang = Language(language)
     request = json.dumps(

@@ -1,7 +1,7 @@
 """The perturbation worker: the only place the perturbation generator meets the queue and the database.
 
 Two tasks (services/kernel/registry.py), on a perturbation job's plan (services/kernel/plans.py `PerturbPlan`):
-- `perturb_attempt` (`seed@job`): parse one accepted seed program, generate its mutants (services.mutation), and
+- `perturb_attempt` (`seed@job`): parse one accepted seed program, generate its mutants (services.lib.mutation), and
   create each as an attempt linked to its seed through the kernel's lifecycle (`attempts.create_mutant`), whose
   pipeline is execute -> verify (-> judge when the job judges). The job's total grows by the mutants created, in
   the same transaction that counts the seed as perturbed, so a retry never creates or counts anything twice.
@@ -69,10 +69,10 @@ from services.kernel.subjects import (
     slot_unit,
     synthesis_slot,
 )
-from services.llm import Answer, DbResponseCache, Failure, LLMRequest, Runner
-from services.mutation import Mutant, operators_for
-from services.mutation.axiom_records import benchmark_entry, with_benchmark_entry
-from services.mutation.axiom_rules import load_rules
+from services.lib.llm import Answer, DbResponseCache, Failure, LLMRequest, Runner
+from services.lib.mutation import Mutant, operators_for
+from services.lib.mutation.axiom_records import benchmark_entry, with_benchmark_entry
+from services.lib.mutation.axiom_rules import load_rules
 from services.perturb.axiom.calibration import StaticAnalysis, build_calibration_report
 from services.perturb.axiom.embedding import EmbeddingModelUnavailable, shared_embedder
 from services.perturb.axiom.sequences import derive_seed

@@ -19,7 +19,8 @@ from codebleu.dataflow_match import dfg_function, get_data_flow
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.codesim import (
+from services.kernel.contracts import Language
+from services.lib.codesim import (
     CodeBleuRecipe,
     CodeBleuScore,
     GrammarUnavailable,
@@ -29,8 +30,7 @@ from services.codesim import (
     codebleu,
     codebleu_score,
 )
-from services.codesim.code_bleu import _deterministic_sets
-from services.kernel.contracts import Language
+from services.lib.codesim.code_bleu import _deterministic_sets
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -235,7 +235,7 @@ def test_threads_get_the_same_value() -> None:
 _SCORE_IN_A_FRESH_PROCESS = """
 import json, logging, sys
 from codebleu import calc_codebleu
-from services.codesim import codebleu
+from services.lib.codesim import codebleu
 logging.disable(logging.WARNING)
 out = {}
 for name, (language, reference, candidate) in json.load(sys.stdin).items():

@@ -8,7 +8,7 @@ import crystalbleu
 import pytest
 from nltk.translate.bleu_score import sentence_bleu
 
-from services.codesim import (
+from services.lib.codesim import (
     DEFAULT_K,
     UnsupportedLanguage,
     code_tokens,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from codebleu import calc_codebleu
 
-from services.codesim import (
+from services.lib.codesim import (
     REFERENCE_METRICS,
     ReferenceMetrics,
     UnsupportedLanguage,
@@ -102,7 +102,7 @@ def test_unparsable_and_empty_candidates_still_give_numbers() -> None:
 
 _IN_A_FRESH_PROCESS = """
 import json, sys
-from services.codesim import reference_metrics, surface_similarity, trivially_shared_ngrams
+from services.lib.codesim import reference_metrics, surface_similarity, trivially_shared_ngrams
 pairs = json.load(sys.stdin)
 out = {}
 for language, (reference, candidate) in pairs.items():

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sacrebleu import corpus_chrf, sentence_chrf
 
-from services.codesim import (
+from services.kernel.contracts import Language
+from services.lib.codesim import (
     TokenEdit,
     UnsupportedLanguage,
     blank_comments,
@@ -18,7 +19,6 @@ from services.codesim import (
     normalized_edit_distance,
     token_edit,
 )
-from services.kernel.contracts import Language
 
 PY_ADD = "def add(a, b):\n    return a+b  # sum\n"
 PY_ADD_NAMES = "def add(x, y):\n    total = x + y\n    return total\n"

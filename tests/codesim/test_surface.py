@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rapidfuzz.distance import Levenshtein
 
-from services.codesim import (
+from services.lib.codesim import (
     SurfaceRecipe,
     SurfaceSimilarity,
     UnsupportedLanguage,

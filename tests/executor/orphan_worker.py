@@ -6,7 +6,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from services.sandbox.jail import JailProfile, Sandbox, default_nsjail_path, ensure_cgroup_parents, sandbox_visible_root
+from services.lib.sandbox.jail import (
+    JailProfile,
+    Sandbox,
+    default_nsjail_path,
+    ensure_cgroup_parents,
+    sandbox_visible_root,
+)
 
 if __name__ == "__main__":
     work_root = Path(sys.argv[1])

@@ -18,8 +18,8 @@ from executor.builds import UnsafeBuildError
 from executor.languages import LANGUAGES, java_main_class, java_public_class
 from executor.run import Executor
 from services.kernel.contracts import TestCase
-from services.sandbox import jail as sandbox
-from services.sandbox.jail import STAGING_ROOT
+from services.lib.sandbox import jail as sandbox
+from services.lib.sandbox.jail import STAGING_ROOT
 from tests.executor.conftest import SUM_SOURCES, dispose, run
 
 

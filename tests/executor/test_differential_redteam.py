@@ -1,5 +1,5 @@
 """Red-team tests of differential fuzzing (executor/differential.py, the fuzzing section of
-executor/harness/function_runner.py, services/fuzzing): each test plays a hostile tenant and asserts the SAFE
+executor/harness/function_runner.py, services/lib/fuzzing): each test plays a hostile tenant and asserts the SAFE
 behaviour: no score above what the candidate's behaviour earns, nothing of the platform in a result, no hang or
 crash of the host side, derivation and generation bounded. A test marked xfail documents a hole that is still open
 (see its reason)."""
@@ -24,10 +24,10 @@ from executor.differential import (
     values_same,
 )
 from executor.run import Executor
-from services.fuzzing import SpecError, derive_spec, generate_inputs, generate_repetitions, parse_spec
-from services.fuzzing.score import TimeoutRule
-from services.fuzzing.spec import MAX_TOTAL_INPUT_BYTES
 from services.kernel.contracts import Checker, Limits, Mode, TestCase
+from services.lib.fuzzing import SpecError, derive_spec, generate_inputs, generate_repetitions, parse_spec
+from services.lib.fuzzing.score import TimeoutRule
+from services.lib.fuzzing.spec import MAX_TOTAL_INPUT_BYTES
 from tests.executor.conftest import dispose, make_executor, our_cgroups, processes_of, settle
 
 SANDBOX_UID = 64131
@@ -350,7 +350,7 @@ async def test_nothing_of_the_platform_reaches_a_counterexample(executor: Execut
     shown = {example.index: example.candidate for example in result.counterexamples}
     assert shown[0] == "'HOME LANG PATH'"
     text = json.dumps(result.to_json())
-    # The mounts' sources are the random staging directory (services/sandbox/jail.py, sandbox_visible_root), by
+    # The mounts' sources are the random staging directory (services/lib/sandbox/jail.py, sandbox_visible_root), by
     # design; never the data dir, nor the project's or pytest's paths, nor a platform variable.
     for secret in (str(executor.work_root), "TRIBUNAL", "/work/", "pytest-"):
         assert secret not in text, secret

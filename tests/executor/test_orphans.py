@@ -1,5 +1,5 @@
 """A SIGKILLed worker's jails do not run on: the next worker to start kills every process left in their cgroups
-(a process group would miss one that called setsid) and removes the cgroups (services/sandbox/jail.py
+(a process group would miss one that called setsid) and removes the cgroups (services/lib/sandbox/jail.py
 `_remove_stale_cgroups`). Real nsjail, real cgroups."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from services.sandbox import jail
-from services.sandbox.jail import Sandbox, default_nsjail_path, sandbox_visible_root
+from services.lib.sandbox import jail
+from services.lib.sandbox.jail import Sandbox, default_nsjail_path, sandbox_visible_root
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
 """Red team of reusable jails (da2cf49, 9a83f55): one jail serves run after run, of any tenant, through a zygote that
-forks each run into fresh mount, IPC and PID namespaces (services/sandbox/launcher.py, warm.py, Sandbox._run_in).
+forks each run into fresh mount, IPC and PID namespaces (services/lib/sandbox/zygote.py, warm.py, Sandbox._run_in).
 
 The promise under test: isolation between runs is no weaker than a fresh jail per run, so nothing one run does may
 change what the next run in the same jail sees or the verdict it gets. Each test below is a finding of this pass: it

@@ -1,4 +1,4 @@
-"""Red team s7 (posix_spawn in the reusable jail's run process, services/sandbox/launcher.py `_start`).
+"""Red team s7 (posix_spawn in the reusable jail's run process, services/lib/sandbox/zygote.py `_start`).
 
 os.posix_spawn raises more than OSError: an argv that the file system encoding cannot encode (a lone surrogate)
 raises UnicodeEncodeError, one holding a NUL ValueError. The fork+execv path it replaced ended such a run with
@@ -19,7 +19,7 @@ import pytest
 from executor.languages import _modified_utf8
 from executor.run import Executor
 from services.kernel.contracts import Limits
-from services.sandbox.jail import JailProfile
+from services.lib.sandbox.jail import JailProfile
 from tests.executor.conftest import dispose, make_executor, run
 
 JAVA_LIMITS = Limits(cpu_time_s=3, wall_time_s=10, memory_mb=256, output_kb=64, processes=16)
@@ -39,7 +39,7 @@ def test_a_program_that_cannot_be_spawned_sees_nothing_of_the_launcher(executor:
         profile, ["/usr/bin/echo", bad_argument], program_files={}, stdout_limit=4096, stderr_limit=4096
     )
     assert result.exit_code == 127 and result.jail_error is None, result
-    assert b"launcher.py" not in result.stderr and b"Traceback" not in result.stderr, result.stderr
+    assert b"zygote.py" not in result.stderr and b"Traceback" not in result.stderr, result.stderr
 
 
 async def test_a_class_named_outside_the_basic_multilingual_plane_runs(executor: Executor) -> None:

@@ -1,4 +1,4 @@
-"""Red team of the pre-made ("warm") jails (d237682): services/sandbox/launcher.py, warm.py, Sandbox._run_warm.
+"""Red team of the pre-made ("warm") jails (d237682): services/lib/sandbox/zygote.py, warm.py, Sandbox._run_warm.
 
 Tests named `test_finding_...` are the findings of that red-team pass, fixed since, kept as regression tests:
 each is an attack (or a correct program) whose outcome differed from what the design promises (docs/sandbox.md,
@@ -22,7 +22,7 @@ import pytest
 from executor.languages import get_language
 from executor.run import Executor
 from services.kernel.contracts import Language, Limits, TestCase
-from services.sandbox.jail import JailProfile, RunResult
+from services.lib.sandbox.jail import JailProfile, RunResult
 from tests.executor.conftest import FAST, dispose, make_executor, run
 
 SANDBOX_UID = 64139

@@ -2,7 +2,7 @@
 other run. Each hostile program below tries to leave something behind for the next run, or to forge what the
 launcher tells the host; the next run (same executor, same kind of jail) must see none of it.
 
-The design under attack: services/sandbox/warm.py, services/sandbox/launcher.py, docs/sandbox.md.
+The design under attack: services/lib/sandbox/warm.py, services/lib/sandbox/zygote.py, docs/sandbox.md.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.fuzzing import FunctionSpec, SpecError, StdinSpec, derive_spec, generate_inputs, violations
-from services.fuzzing.spec import FloatType, IntType, ListType, OneOfType, StrType, TupleType
 from services.kernel.contracts import Mode, TestCase
+from services.lib.fuzzing import FunctionSpec, SpecError, StdinSpec, derive_spec, generate_inputs, violations
+from services.lib.fuzzing.spec import FloatType, IntType, ListType, OneOfType, StrType, TupleType
 
 
 def _function(source: str | None, entry: str | None, *tests: TestCase) -> FunctionSpec:

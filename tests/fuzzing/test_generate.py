@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.fuzzing import (
+from services.lib.fuzzing import (
     FunctionSpec,
     SpecError,
     StdinSpec,
@@ -167,7 +167,7 @@ SUBPROCESS = """
 import json, sys
 sys.path.insert(0, {root!r})
 from tests.fuzzing.test_generate import _canonical, SPECS
-from services.fuzzing import generate_inputs
+from services.lib.fuzzing import generate_inputs
 print(json.dumps([_canonical(generate_inputs(s, 200, 5)) for s in SPECS]))
 """
 

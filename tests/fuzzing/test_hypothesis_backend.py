@@ -1,4 +1,4 @@
-"""Canary for the one module that uses Hypothesis internals (services/fuzzing/_hypothesis.py, written for 6.170).
+"""Canary for the one module that uses Hypothesis internals (services/lib/fuzzing/_hypothesis.py, written for 6.170).
 
 If one of these fails after a Hypothesis upgrade, generation changed: either the internals it relies on moved
 (fix `_hypothesis.py`), or the same seed now gives other inputs (update the golden values, knowing that inputs
@@ -12,7 +12,7 @@ import inspect
 import hypothesis
 from hypothesis.internal.conjecture import providers, utils
 
-from services.fuzzing._hypothesis import HYPOTHESIS_VERSION_WRITTEN_FOR, SeededDraws
+from services.lib.fuzzing._hypothesis import HYPOTHESIS_VERSION_WRITTEN_FOR, SeededDraws
 
 
 def test_the_internals_relied_on_exist() -> None:

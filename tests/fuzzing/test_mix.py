@@ -1,9 +1,9 @@
-"""The problem's own tests among the fuzzing inputs (services/fuzzing/mix.py)."""
+"""The problem's own tests among the fuzzing inputs (services/lib/fuzzing/mix.py)."""
 
 from __future__ import annotations
 
-from services.fuzzing import MAX_TEST_INPUTS, generate_repetitions, inputs_of_tests, mix_tests, parse_spec
 from services.kernel.contracts import Mode, TestCase
+from services.lib.fuzzing import MAX_TEST_INPUTS, generate_repetitions, inputs_of_tests, mix_tests, parse_spec
 
 SPEC = parse_spec({"kind": "function", "args": [{"name": "x", "type": {"type": "int", "min": 0, "max": 9}}]})
 

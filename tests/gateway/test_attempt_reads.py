@@ -21,7 +21,7 @@ from metrics.panel import panel_from_rows
 from services.kernel.db import make_engine
 from services.kernel.keys import create_key
 from services.kernel.models import Attempt, Execution, Judgment, Problem, new_id
-from services.migrate import upgrade_async
+from services.launcher.migrate import upgrade_async
 
 JUDGES = ("alpha", "beta", "gamma")
 CONDITIONS = ("blind", "nonblind")

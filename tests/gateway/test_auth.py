@@ -13,8 +13,8 @@ import pytest
 
 from services.kernel.db import private_dir, private_sqlite
 from services.kernel.settings import get_settings
-from services.migrate import upgrade
-from services.stack import EmbeddedStack
+from services.launcher.migrate import upgrade
+from services.launcher.stack import EmbeddedStack
 from tests.helpers import add_sum_problem, submit, wait_attempt
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.helpers import add_sum_problem, change_rows
 
 

@@ -4,7 +4,7 @@ their jails killed (no process of them left, their cgroups removed), drops what 
 progress, and leaves every piece it stopped `cancelled`, never TLE or RE.
 
 How a jail is seen from here: every jail of a worker process has per-run cgroups named `tribunal-<worker pid>-<...>`
-(services/sandbox/jail.py); a jail that runs an endless loop is one whose processes use CPU. These stacks give a
+(services/lib/sandbox/jail.py); a jail that runs an endless loop is one whose processes use CPU. These stacks give a
 task 120 s (TRIBUNAL_JOB_TIMEOUT_S) and the programs 30 s of CPU, so nothing here ends by itself within the seconds
 a cancel is given.
 """
@@ -25,7 +25,7 @@ import redis
 from services.kernel.cancel import cancelled_key
 from services.kernel.queue import task_key
 from services.kernel.registry import QUEUE_OF, Task
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.fake_llm import Behaviour, ScriptedLLM
 from tests.helpers import add_sum_problem, fetch_rows, submit, wait_attempt, wait_job
 

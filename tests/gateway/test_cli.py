@@ -10,14 +10,14 @@ from pathlib import Path
 
 import httpx
 
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _cli(stack: EmbeddedStack, key: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args, "--url", stack.url, "--key", key],
+        [sys.executable, "-m", "services.launcher.cli", *args, "--url", stack.url, "--key", key],
         capture_output=True,
         text=True,
         timeout=120,
@@ -42,7 +42,7 @@ def test_problems_add_then_submit_and_wait(stack: EmbeddedStack, admin: httpx.Cl
 def test_keys_create_accepts_the_metrics_and_author_scopes(stack: EmbeddedStack) -> None:
     def create(*scopes: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "services.cli", "keys", "create", "--tenant", "ops", "--scopes", *scopes],
+            [sys.executable, "-m", "services.launcher.cli", "keys", "create", "--tenant", "ops", "--scopes", *scopes],
             capture_output=True,
             text=True,
             timeout=120,

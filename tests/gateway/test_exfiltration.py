@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.fake_llm import ScriptedLLM
 from tests.helpers import wait_attempt
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from services.kernel.db import sqlite_path
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.conftest import STACK_ENV
 from tests.helpers import add_sum_problem, fetch_rows, wait_job
 from tests.servers import PostgresCluster

@@ -8,7 +8,7 @@ import time
 import httpx
 import redis
 
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.helpers import add_sum_problem, count_rows, submit, wait_attempt
 
 SLOW_SUM = "import time\ntime.sleep(2.5)\na, b = map(int, input().split())\nprint(a + b)\n"

@@ -6,7 +6,7 @@ import os
 
 import httpx
 
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 
 
 def _run(client: httpx.Client, source: str, **extra: object) -> dict:

@@ -32,8 +32,8 @@ from typing import Any
 import httpx
 import pytest
 
-from services.demo import follow_link
-from services.stack import EmbeddedStack
+from services.launcher.demo import follow_link
+from services.launcher.stack import EmbeddedStack
 from tests.conftest import HOSTILE_LLM_TEXT
 from tests.helpers import change_rows, wait_attempt, wait_job
 

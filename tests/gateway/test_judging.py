@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from services.kernel.judges import JudgesFileError
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.fake_llm import ScriptedLLM
 from tests.helpers import SUM_SOURCES, add_sum_problem, count_rows, submit, wait_attempt, wait_job
 
@@ -215,7 +215,7 @@ def test_invalid_judges_file_stops_the_start_naming_the_key(tmp_path: Path) -> N
     with pytest.raises(JudgesFileError, match=r"judge\[0\]\.temprature"):
         EmbeddedStack(tmp_path / "data", judges_file=bad).start()
     result = subprocess.run(
-        [sys.executable, "-m", "services.cli", "up", "--data-dir", str(tmp_path / "d2"), "--judges", str(bad)],
+        [sys.executable, "-m", "services.launcher.cli", "up", "--data-dir", str(tmp_path / "d2"), "--judges", str(bad)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -228,7 +228,7 @@ def test_every_stored_judgment_keeps_the_invariants(stack: EmbeddedStack, tenant
     import json
 
     from judge.rubrics import RUBRICS
-    from services.llm import Accepted, validate
+    from services.lib.llm import Accepted, validate
     from tests.helpers import fetch_rows
 
     rows = fetch_rows(stack.database_url, "SELECT * FROM judgment")

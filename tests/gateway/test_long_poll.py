@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from gateway.waiting import EndedAttempts
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.helpers import add_sum_problem, change_rows, submit
 
 

@@ -13,7 +13,7 @@ import pytest
 from services.kernel import telemetry
 from services.kernel.embedded import free_port
 from services.kernel.settings import Settings
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.helpers import add_sum_problem, submit, wait_attempt
 
 
@@ -84,7 +84,7 @@ def test_metrics_public_opts_out_of_the_key(stack: EmbeddedStack) -> None:
     port = free_port()
     env = stack.env() | {"TRIBUNAL_TELEMETRY_PUBLIC": "true"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "gateway", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "services.launcher.cli", "gateway", "--host", "127.0.0.1", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from services.kernel.ratelimit import take_request
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.helpers import add_sum_problem, change_rows, fetch_rows, wait_attempt, wait_job
 
 # Programs that hold a worker slot for a while without using the CPU, ended by their wall-time limit.

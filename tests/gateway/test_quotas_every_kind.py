@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from services.kernel.registry import ALL_QUEUES
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.fake_llm import ScriptedLLM
 from tests.gateway.test_quotas import _assert_quota_problem, _new_key
 from tests.gateway.test_similarity_api import EQUIVALENT, NEGATED, SMALL, _humaneval_problem, _python

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.gateway.test_long_poll import _gets_of_attempts
 from tests.helpers import add_sum_problem, submit
 

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.routes.reports import ReportIn
 from metrics.reports import BUILDERS, KINDS, ReportKind
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.helpers import SUM_SOURCES, add_sum_problem, submit, wait_attempt, wait_job
 
 

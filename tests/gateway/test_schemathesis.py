@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import checks
 from schemathesis.specs.openapi import checks as openapi_checks
 
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 
 EXAMPLES_PER_OPERATION = 20
 CHECKS = [

@@ -16,7 +16,7 @@ import httpx
 import pytest
 import redis
 
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.helpers import wait_job
 
 # HumanEval/52 below_threshold, with its check function: derivation reads the hints and the literal calls.
@@ -244,7 +244,7 @@ def test_the_cli_scores_a_jsonl_with_a_progress_bar(stack: EmbeddedStack, admin:
         [
             sys.executable,
             "-m",
-            "services.cli",
+            "services.launcher.cli",
             "similarity",
             str(pairs),
             "--n-inputs",

@@ -1,5 +1,5 @@
 """Behaving differently under fuzzing cannot pay (issue #20): a pair scored against a problem with tests has the
-problem's own test inputs in every repetition (services/fuzzing/mix.py), on the real stack. A candidate that tells
+problem's own test inputs in every repetition (services/lib/fuzzing/mix.py), on the real stack. A candidate that tells
 its tests' inputs from generated ones by their values, and answers them wrongly, loses matches there; and the
 inputs really are there: a candidate right on the tests' inputs only scores exactly their share."""
 

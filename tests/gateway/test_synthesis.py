@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from services.mutation.axiom_rules import load_rules
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
+from services.lib.mutation.axiom_rules import load_rules
 from tests.fake_llm import Behaviour, ScriptedLLM
 from tests.helpers import submit, wait_attempt, wait_job
 
@@ -423,7 +423,7 @@ def test_tribunal_synthesize_shows_progress_and_exports(
         [
             sys.executable,
             "-m",
-            "services.cli",
+            "services.launcher.cli",
             "synthesize",
             "--problems",
             problem_id,

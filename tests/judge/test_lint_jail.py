@@ -311,9 +311,9 @@ def test_the_jail_sees_only_the_toolchain_and_the_source(
     assert view["prog"] == ["solution.c"]
     assert view["uid"] == 65534
     toolchain = {"usr", "bin", "lib", "lib64", "sbin", "dev", "proc", "box", "tmp", "prog"}
-    # A reusable jail also holds its zygote's program (services/sandbox/launcher.py), and nothing else there.
+    # A reusable jail also holds its zygote's program (services/lib/sandbox/zygote.py), and nothing else there.
     assert set(view["root"]) <= toolchain | ({"harness"} if reusable else set())
-    assert view["harness"] == (["launcher.py"] if reusable else None)
+    assert view["harness"] == (["zygote.py"] if reusable else None)
     assert TOOL_FILES_DIR == "/prog"
     # Nothing is left on the host once the run is over (a reusable jail's own folder stays, empty).
     assert not any(tool_jail.files_root.iterdir())

@@ -19,7 +19,7 @@ from judge.runner import LLMRunner
 from services.kernel.contracts import JudgmentOutput
 from services.kernel.judges import LLMJudge
 from services.kernel.models import JudgeResponseCache
-from services.llm import DbResponseCache, request_params
+from services.lib.llm import DbResponseCache, request_params
 from tests.databases import BACKENDS, database_sessions
 from tests.fake_llm import VALID_COCREATION, Behaviour, ScriptedLLM
 
@@ -208,7 +208,7 @@ async def test_cache_keys_are_those_earlier_versions_stored(
     server: ScriptedLLM, sessions: async_sessionmaker[AsyncSession]
 ) -> None:
     """The key is SHA-256 of [base URL, prompt version, condition, repeat, request body]: rows cached before the
-    provider layer moved to services/llm still answer."""
+    provider layer moved to services/lib/llm still answer."""
     judge, rubric = _judge(server), RUBRICS["cocreation"]
     params = request_params(judge, rubric.reply_schema, MESSAGES)
     material = [judge.base_url.rstrip("/"), rubric.version, "blind", 0, params]

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from services.kernel import jobs
 from services.kernel.db import make_engine, upsert
 from services.kernel.models import Attempt, Judgment, Problem, new_id
-from services.migrate import upgrade_async
+from services.launcher.migrate import upgrade_async
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -22,7 +22,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
 from services.kernel.db import make_engine
-from services.migrate import alembic_config
+from services.launcher.migrate import alembic_config
 from tests.databases import BACKENDS, empty_database
 
 Schema = dict[str, Any]

@@ -9,7 +9,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic import command
 
-from services.migrate import alembic_config
+from services.launcher.migrate import alembic_config
 
 
 def _rows(url: str) -> dict[str, tuple[object, object]]:

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from services.kernel import db
 from services.kernel.db import make_engine
 from services.kernel.models import JudgeResponseCache
-from services.llm import CachedReply, DbResponseCache, cache_key
+from services.lib.llm import CachedReply, DbResponseCache, cache_key
 from tests.databases import migrated_database
 
 KEY = cache_key("http://127.0.0.1:1/v1/", ("scope", 0), {"model": "m", "messages": []})

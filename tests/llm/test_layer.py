@@ -1,4 +1,4 @@
-"""services/llm is a library layer: it imports the kernel and third-party packages, never a service; and its
+"""services/lib/llm is a library layer: it imports the kernel and third-party packages, never a service; and its
 a judge's endpoint settings are an `Endpoint`, the one model every caller configures."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import ast
 from pathlib import Path
 
 from services.kernel.judges import LLMJudge
-from services.llm import Endpoint
+from services.lib.llm import Endpoint
 
-LAYER = Path(__file__).resolve().parents[2] / "services" / "llm"
+LAYER = Path(__file__).resolve().parents[2] / "services" / "lib" / "llm"
 SERVICES = {"judge", "gateway", "executor", "metrics", "migrations", "bench", "tests"}
 
 
@@ -30,9 +30,11 @@ def test_the_layer_imports_no_service() -> None:
     for path in modules:
         for name in _imports(path):
             root = name.split(".")[0]
-            assert root not in SERVICES, f"services/llm/{path.name} imports {name}"
+            assert root not in SERVICES, f"services/lib/llm/{path.name} imports {name}"
             if root == "services":
-                assert name.startswith(("services.kernel", "services.llm")), f"services/llm/{path.name} imports {name}"
+                assert name.startswith(("services.kernel", "services.lib.llm")), (
+                    f"services/lib/llm/{path.name} imports {name}"
+                )
 
 
 def test_a_judge_is_an_endpoint_defined_once() -> None:

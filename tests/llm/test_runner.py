@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from services.llm import (
+from services.lib.llm import (
     Answer,
     CachedReply,
     DbResponseCache,

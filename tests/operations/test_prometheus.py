@@ -20,8 +20,8 @@ import yaml
 
 from services.kernel.embedded import free_port
 from services.kernel.registry import SERVICES
-from services.observability import GATEWAY_JOB, RULES_DIR, job_name
-from services.stack import EmbeddedStack
+from services.launcher.observability import GATEWAY_JOB, RULES_DIR, job_name
+from services.launcher.stack import EmbeddedStack
 from tests.conftest import STACK_ENV
 from tests.fake_llm import ScriptedLLM
 from tests.gateway.test_similarity_api import CANONICAL, EQUIVALENT, SPEC

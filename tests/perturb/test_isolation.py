@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from services import mutation
 from services.kernel.contracts import Language
+from services.lib import mutation
+from services.lib.sandbox.jail import INSIDE_ID, JAIL_ENV
 from services.perturb import isolation
 from services.perturb.isolation import PARSER_PACKAGES, NotPerturbable, ParserJail, generate_isolated
-from services.sandbox.jail import INSIDE_ID, JAIL_ENV
 
 SEED = "def total(xs):\n    s = 0\n    for x in xs:\n        if x > 0:\n            s = s + x\n    return s\n"
 SEEDS = {

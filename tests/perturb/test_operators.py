@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from services.kernel.contracts import Arm, Language
-from services.mutation import (
+from services.lib.mutation import (
     CATALOGUE,
     Mutant,
     UnparsableSource,
@@ -570,7 +570,7 @@ def test_mutant_fields() -> None:
 _SCRIPT = """
 import json, sys
 from pathlib import Path
-from services.mutation import generate
+from services.lib.mutation import generate
 out = []
 for language, path in json.loads(sys.argv[1]):
     for seed in (0, 1, 7):

@@ -19,7 +19,7 @@ import pytest_asyncio
 
 from executor.run import Executor
 from services.kernel.contracts import Arm, ExecutionResult, Limits, TestCase, Verdict
-from services.mutation import Mutant, generate
+from services.lib.mutation import Mutant, generate
 
 pytestmark = pytest.mark.timeout(900)
 

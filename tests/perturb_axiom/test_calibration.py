@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from services.kernel.contracts import ExecutionResult, TestResult, Verdict
-from services.llm import Endpoint, Runner
-from services.mutation.axiom_rules import load_rules
+from services.lib.llm import Endpoint, Runner
+from services.lib.mutation.axiom_rules import load_rules
 from services.perturb.axiom.calibration import (
     CalibratedScore,
     StaticAnalysis,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from services.llm import Endpoint, Runner
-from services.mutation.axiom_rules import load_rules
+from services.lib.llm import Endpoint, Runner
+from services.lib.mutation.axiom_rules import load_rules
 from services.perturb.axiom.synthesis import (
     Candidate,
     FailureKind,

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 from pydantic import ValidationError
 
-from services.mutation.axiom_rules import (
+from services.lib.mutation.axiom_rules import (
     CATEGORY_CEILING,
     TABLE_I_COUNTS,
     Category,

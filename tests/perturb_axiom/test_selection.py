@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from services.codesim import normalized_edit_distance
 from services.kernel.contracts import Arm, Verdict
-from services.mutation.axiom_rules import load_rules
+from services.lib.codesim import normalized_edit_distance
+from services.lib.mutation.axiom_rules import load_rules
 from services.perturb.axiom.synthesis import (
     Candidate,
     ProgramRef,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from services.mutation.axiom_rules import load_rules
+from services.lib.mutation.axiom_rules import load_rules
 from services.perturb.axiom.sequences import sample_rule_sequence
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +50,7 @@ def test_targets_outside_1_to_5_are_refused() -> None:
 
 _PRINT_SEQUENCES = """
 import json
-from services.mutation.axiom_rules import load_rules
+from services.lib.mutation.axiom_rules import load_rules
 from services.perturb.axiom.sequences import sample_rule_sequence
 rules = load_rules()
 drawn = [sample_rule_sequence(rules, t, f"job:{t}:{d}") for t in range(1, 6) for d in range(5)]

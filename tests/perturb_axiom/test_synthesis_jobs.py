@@ -25,7 +25,7 @@ from services.kernel.models import Attempt, Execution, Job, utcnow
 from services.kernel.pending import synthesis_work
 from services.kernel.plans import SynthesisPlan, SynthesisRequirement
 from services.kernel.registry import Task
-from services.llm import Answer, Failure, LLMRequest
+from services.lib.llm import Answer, Failure, LLMRequest
 from services.perturb import worker
 from tests.databases import BACKENDS, migrated_database
 
@@ -248,7 +248,7 @@ def test_the_draw_records_say_what_comes_next_and_how_draws_ended() -> None:
 
 
 def test_a_job_keeps_its_data_on_its_own_programs_and_apart_on_references() -> None:
-    from services.mutation.axiom_records import benchmark_entry, with_benchmark_entry
+    from services.lib.mutation.axiom_records import benchmark_entry, with_benchmark_entry
 
     own = {"axiom": {"job_id": "job_a", "target_score": 2}, "verification": {"verified": True}}
     updated = with_benchmark_entry(own, "job_a", calibration={"score": 1})

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.stack import EmbeddedStack
+from services.launcher.stack import EmbeddedStack
 from tests.helpers import add_sum_problem, count_rows
 
 CONCURRENT = 20
@@ -170,7 +170,7 @@ def _close(jail: int, host: int) -> bool:
 def test_s9_jail_reads_no_host_wide_counters(stack: EmbeddedStack, tenant_client: httpx.Client) -> None:
     """A jail sees neutral /proc/meminfo, vmstat, stat, loadavg and uptime (issue #20, 7), but /proc/zoneinfo and
     /proc/buddyinfo were the host's memory (every tenant's allocations), /proc/sys/fs/{file-nr,inode-nr,dentry-state}
-    the host's open files and inodes (services/sandbox/launcher.py NEUTRAL_PROC_FILES lacked them). Not a finding:
+    the host's open files and inodes (services/lib/sandbox/zygote.py NEUTRAL_PROC_FILES lacked them). Not a finding:
     /proc/self/sched's se.exec_start counts from the host's boot, as CLOCK_MONOTONIC does; it shows no tenant's work."""
     response = tenant_client.post(
         "/v1/executions",

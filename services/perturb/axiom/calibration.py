@@ -1,6 +1,6 @@
 """AXIOM's hybrid score calibration support (paper 000, III-C2): the multisource report an annotator reads before
 recording a program's final score, as data. The rule for what final score a program may get (`allowed_scores`,
-`check_calibration`) and the body that records it (`CalibratedScore`) are in `services/mutation/axiom_records.py`,
+`check_calibration`) and the body that records it (`CalibratedScore`) are in `services/lib/mutation/axiom_records.py`,
 where the gateway can use them; they are re-exported here.
 
 The report has the paper's five sources:
@@ -25,11 +25,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.kernel.contracts import ExecutionResult
-from services.llm import Failure, LLMRequest, Message, ReplySchema, Runner
+from services.lib.llm import Failure, LLMRequest, Message, ReplySchema, Runner
 
 # The calibration bands and body live in the pure library, where the gateway can check a recorded score too.
-from services.mutation.axiom_records import CalibratedScore, allowed_scores, check_calibration  # noqa: F401
-from services.mutation.axiom_rules import CEILING_MEANING, Rule
+from services.lib.mutation.axiom_records import CalibratedScore, allowed_scores, check_calibration  # noqa: F401
+from services.lib.mutation.axiom_rules import CEILING_MEANING, Rule
 
 CALIBRATION_PROMPT_VERSION = "axiom-quality-1"
 MAX_TEST_TEXT = 2000  # characters of a test's stdout/stderr/message kept in the report

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from services.mutation.axiom_rules import Rule, RuleSet
+from services.lib.mutation.axiom_rules import Rule, RuleSet
 
 DEFAULT_MAX_RULES = 3  # rules per sequence, drawn uniformly from 1..this (the paper does not give N; see docs)
 

@@ -13,9 +13,9 @@ database, no queue. The perturb worker plugs them in; docs/axiom.md describes th
 - Context disruption (III-B4): `cosine_distances`, `softmax_probabilities` (tau = 0.03), `sample_disruptors`,
   `context_disruption` (0-point pairs of a program with a distant requirement).
 - Representative selection (III-C1): `farthest_point_selection` over normalised token edit distance
-  (`TokenDistance`, the same quantity as `services.codesim.normalized_edit_distance`), `select_representatives`.
+  (`TokenDistance`, the same quantity as `services.lib.codesim.normalized_edit_distance`), `select_representatives`.
 - Export (IV-B): `score_entropy` (normalised Shannon entropy); the record shape (`AxiomRecord`, `to_jsonl`) is in
-  `services/mutation/axiom_records.py`, where the gateway serves the export from, and is re-exported here.
+  `services/lib/mutation/axiom_records.py`, where the gateway serves the export from, and is re-exported here.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from rapidfuzz.distance import Levenshtein
 
 from metrics.agreement import normalised_entropy
-from services.codesim import code_tokens
 from services.kernel.attempts import NewMutant
 from services.kernel.contracts import Arm, Condition, Language, Verdict
-from services.llm import Answer, Failure, LLMRequest, Message, ReplySchema, Runner
-from services.mutation.axiom_records import AxiomRecord, export_record, to_jsonl  # noqa: F401
-from services.mutation.axiom_rules import Rule, RuleSet, load_rules, post_perturbation_score
+from services.lib.codesim import code_tokens
+from services.lib.llm import Answer, Failure, LLMRequest, Message, ReplySchema, Runner
+from services.lib.mutation.axiom_records import AxiomRecord, export_record, to_jsonl  # noqa: F401
+from services.lib.mutation.axiom_rules import Rule, RuleSet, load_rules, post_perturbation_score
 from services.perturb.axiom.sequences import DEFAULT_MAX_RULES, derive_seed, sample_rule_sequence
 
 # --- constants (paper 000) ---------------------------------------------------------------------------------------
@@ -622,7 +622,7 @@ def context_disruption(
 
 class TokenDistance:
     """L_ij: the token edit distance between programs i and j (Pygments tokens without comments and whitespace)
-    normalised by the longer stream: exactly `services.codesim.normalized_edit_distance`, with each program
+    normalised by the longer stream: exactly `services.lib.codesim.normalized_edit_distance`, with each program
     tokenised once instead of once per pair. Programs in different languages are at distance 1."""
 
     def __init__(self, programs: Sequence[ProgramRef]) -> None:
@@ -698,7 +698,7 @@ def select_representatives(
 # --- export and entropy (IV-B) -----------------------------------------------------------------------------------
 
 
-# `AxiomRecord`, `export_record` and `to_jsonl` live in services/mutation/axiom_records.py (the gateway serves the
+# `AxiomRecord`, `export_record` and `to_jsonl` live in services/lib/mutation/axiom_records.py (the gateway serves the
 # export) and are re-exported here.
 
 

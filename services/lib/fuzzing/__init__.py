@@ -1,0 +1,61 @@
+"""Differential fuzzing inputs (paper 002, LoCaL 3.3.2 Steps II-III): describe, generate and derive the inputs on
+which a reference and a candidate are compared, and score Algorithm 1 (`services/lib/fuzzing/score.py`).
+
+A pure library: no database, queue or web framework; running the programs is the executor's (nsjail).
+
+- `InputSpec` (`FunctionSpec` | `StdinSpec`): the typed ``input_spec`` (docs/input-spec.md); `parse_spec`
+  validates JSON or a mapping, raising `SpecError` with the field path.
+- `generate_inputs(spec, n, seed)`, `generate_repetitions(spec, n, repeats, seed)`: deterministic inputs drawn
+  with Hypothesis's distributions; `strategy_for(spec)`: the same inputs as a Hypothesis strategy.
+- `violations(spec, value)`: what keeps a value from satisfying a spec.
+- `derive_spec(mode=, reference_source=, entry_point=, tests=)`: a spec from type hints and test literals
+  (parsed with `ast`, never executed), with where each part came from.
+- `inputs_of_tests(mode, entry_point, tests)`, `mix_tests(repetitions, inputs, seed)`: a problem's own test inputs, and
+  every repetition with them among its generated inputs (docs/similarity.md, departures from Algorithm 1).
+"""
+
+from services.lib.fuzzing.check import violations
+from services.lib.fuzzing.derive import DerivedSpec, derive_spec
+from services.lib.fuzzing.generate import FunctionInput, generate_inputs, generate_repetitions, strategy_for
+from services.lib.fuzzing.mix import MAX_TEST_INPUTS, inputs_of_tests, mix_tests
+from services.lib.fuzzing.score import (
+    DEFAULT_INPUTS_FUNCTION,
+    DEFAULT_INPUTS_PROGRAM,
+    DEFAULT_REPEATS,
+    Repetition,
+    df_score,
+    repetition_seed,
+)
+from services.lib.fuzzing.spec import (
+    MAX_INPUT_BYTES,
+    FunctionSpec,
+    InputSpec,
+    SpecError,
+    StdinSpec,
+    parse_spec,
+)
+
+__all__ = [
+    "DEFAULT_INPUTS_FUNCTION",
+    "DEFAULT_INPUTS_PROGRAM",
+    "DEFAULT_REPEATS",
+    "MAX_INPUT_BYTES",
+    "MAX_TEST_INPUTS",
+    "DerivedSpec",
+    "FunctionInput",
+    "FunctionSpec",
+    "InputSpec",
+    "Repetition",
+    "SpecError",
+    "StdinSpec",
+    "derive_spec",
+    "df_score",
+    "generate_inputs",
+    "generate_repetitions",
+    "inputs_of_tests",
+    "mix_tests",
+    "parse_spec",
+    "repetition_seed",
+    "strategy_for",
+    "violations",
+]
