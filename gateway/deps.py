@@ -2,36 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.errors import ApiError
+from gateway.principal import Principal
 from gateway.quotas import meter_request
 from services.kernel.db import sessionmaker
 from services.kernel.keys import Scope, find_key, has_scope
 from services.kernel.settings import get_settings
 
 
-async def _session() -> AsyncIterator[AsyncSession]:
+async def open_session() -> AsyncIterator[AsyncSession]:
+    """A database session for one request (a test may override this dependency to hand the app its own)."""
     async with sessionmaker()() as session:
         yield session
 
 
-SessionDep = Annotated[AsyncSession, Depends(_session)]
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: the key's id, its tenant, its scopes and its quotas (null members: the defaults)."""
-
-    key_id: str
-    tenant: str
-    scopes: frozenset[str]
-    quotas: Mapping[str, int | None] = field(default_factory=dict)
+SessionDep = Annotated[AsyncSession, Depends(open_session)]
 
 
 async def _principal(request: Request, session: SessionDep) -> Principal:

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from gateway.errors import PROBLEM_JSON, Problem
-from gateway.routes.similarity import DatasetIn
+from gateway.schemas import DatasetIn
 
 _PROBLEM_REF = "#/components/schemas/Problem"
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable
-from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.errors import QuotaExceeded
+from gateway.principal import Principal
 from services.kernel import queue, telemetry
 from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind
 from services.kernel.models import Attempt, Job
@@ -42,9 +42,6 @@ from services.kernel.ratelimit import (
     tenant_lock,
     unscored_pairs,
 )
-
-if TYPE_CHECKING:
-    from gateway.deps import Principal
 
 log = logging.getLogger("tribunal.gateway.quotas")
 

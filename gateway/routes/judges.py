@@ -5,16 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import Field, field_validator
 from sqlalchemy import select
 
 from gateway import quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
-from gateway.schemas import Condition, _In, within_limit
+from gateway.schemas import JudgmentsIn
 from services.kernel import jobs, queue
 from services.kernel.attempts import resolve_judging
-from services.kernel.contracts import JobKind, JobStatus
+from services.kernel.contracts import Condition, JobKind, JobStatus
 from services.kernel.judges import LLMJudge, OfflineJudge, configured_judges, public_view
 from services.kernel.models import Attempt
 from services.kernel.plans import JudgePlan
@@ -23,18 +22,6 @@ from services.kernel.settings import get_settings
 from services.kernel.subjects import job_subject
 
 router = APIRouter(tags=["judges"])
-
-
-class JudgmentsIn(_In):
-    attempt_ids: list[str] = Field(min_length=1)
-    judges: list[str] | None = None
-    conditions: list[Condition] | None = None
-    repeats: int = Field(default=1, ge=1, le=100)
-
-    @field_validator("attempt_ids")
-    @classmethod
-    def _within_limit(cls, ids: list[str]) -> list[str]:
-        return list(dict.fromkeys(within_limit(ids, get_settings().max_batch_size, "attempts", "request")))
 
 
 def _configured() -> tuple[LLMJudge | OfflineJudge, ...]:

@@ -11,11 +11,10 @@ import re
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import Field
 
 from gateway.deps import ReadKey
 from gateway.errors import ApiError, field_error
-from gateway.schemas import Seed, _In
+from gateway.schemas import MetricsIn
 from metrics import MetricInputError, compute
 from services.kernel.settings import get_settings
 
@@ -25,21 +24,6 @@ router = APIRouter(tags=["metrics"])
 _ARGUMENT = re.compile(
     r"\b(params\.\w+|metric_scores(?:\.[\w-]+)?|surface_sim|y_true|y_score|groups|ratings|cluster|metrics|bootstrap|seed)\b"
 )
-
-
-class MetricsIn(_In):
-    metrics: list[str] = Field(min_length=1, max_length=64)
-    y_true: list[Any] | None = None
-    y_score: list[Any] | None = None
-    groups: list[Any] | None = None
-    ratings: list[list[Any]] | None = None
-    params: dict[str, Any] | None = None
-    bootstrap: int = Field(default=0, ge=0, le=20_000)
-    cluster: list[Any] | None = None
-    seed: Seed = 0
-    # local_thresholds (LoCaL Algorithm 2): SurfaceSim per pair, and each metric's score per pair.
-    surface_sim: list[Any] | None = None
-    metric_scores: dict[str, list[Any]] | None = Field(default=None, max_length=64)
 
 
 def _size(value: Any) -> int:

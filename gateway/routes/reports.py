@@ -6,15 +6,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
-from pydantic import Field
 from sqlalchemy import select
 
 from gateway import quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import ApiError, field_error
-from gateway.schemas import Condition, Seed, _In
+from gateway.schemas import ReportIn
 from gateway.submissions import not_found
-from metrics.reports import Cluster, ReportKind, ReportParamError, resolve_cluster
+from metrics.reports import ReportParamError, resolve_cluster
 from services.kernel import jobs, queue
 from services.kernel.contracts import JobKind, JobStatus
 from services.kernel.models import Job, Report, ReportPlot, new_id
@@ -22,20 +21,6 @@ from services.kernel.plans import ReportPlan
 from services.kernel.registry import Task
 
 router = APIRouter(prefix="/v1/reports", tags=["reports"])
-
-
-class ReportIn(_In):
-    kind: ReportKind
-    filter: dict[str, Any] = Field(default_factory=dict, description="problem_ids, participants, attempt_ids")
-    judges: list[str] | None = None
-    conditions: list[Condition] | None = None
-    folds: int = Field(default=10, ge=2, le=50)
-    bootstrap: int = Field(default=2000, ge=0, le=20_000)
-    cluster: Cluster | None = Field(
-        default=None,
-        description="bootstrap unit; default per kind: seed (perturbation), problem (similarity), else trajectory",
-    )
-    seed: Seed = 0
 
 
 @router.post("", status_code=202)

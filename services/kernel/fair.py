@@ -43,7 +43,7 @@ from arq.jobs import serialize_job
 from arq.utils import timestamp_ms
 
 # The tenant of work enqueued without one (straight into arq's queue); never a valid tenant name
-# (gateway/schemas.py: tenants start with a letter or digit).
+# (gateway/schemas/keys.py: tenants start with a letter or digit).
 UNATTRIBUTED = "?"
 # A claim adopts orphans among this many of the oldest due ids of arq's queue.
 ORPHAN_SCAN = 64

@@ -10,8 +10,8 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway import quotas
-from gateway.deps import Principal
 from gateway.errors import QuotaExceeded
+from gateway.principal import Principal
 from services.kernel import queue, ratelimit
 from services.kernel.embedded import free_port
 

@@ -16,7 +16,7 @@ from sqlalchemy import event, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from gateway.app import create_app
-from gateway.deps import _session
+from gateway.deps import open_session
 from metrics.panel import panel_from_rows
 from services.kernel.db import make_engine
 from services.kernel.keys import create_key
@@ -67,7 +67,7 @@ async def _client(db: Db, tenant: str) -> httpx.AsyncClient:
         async with db.sessions() as session:
             yield session
 
-    app.dependency_overrides[_session] = session_override
+    app.dependency_overrides[open_session] = session_override
     client = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://gateway", headers={"Authorization": f"Bearer {key}"}
     )

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.routes.reports import ReportIn
+from gateway.schemas import ReportIn
 from metrics.reports import BUILDERS, KINDS, ReportKind
 from services.launcher.stack import EmbeddedStack
 from tests.helpers import SUM_SOURCES, add_sum_problem, submit, wait_attempt, wait_job

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from gateway.routes.benchmarks import plan_slots
-from gateway.routes.perturbations import PerturbationsIn, confirmation_plan
-from gateway.schemas import ExecutionIn
+from gateway.routes.perturbations import confirmation_plan
+from gateway.schemas import ExecutionIn, PerturbationsIn
 from services.kernel import db, jobs
 from services.kernel.contracts import Condition, JobKind, TimeoutRule
 from services.kernel.models import Job

@@ -1,0 +1,25 @@
+"""Reports: what a report is computed over (its kind, the judgments' filter, folds, bootstrap and its unit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from gateway.schemas.common import RequestBody, Seed
+from metrics.reports import Cluster, ReportKind
+from services.kernel.contracts import Condition
+
+
+class ReportIn(RequestBody):
+    kind: ReportKind
+    filter: dict[str, Any] = Field(default_factory=dict, description="problem_ids, participants, attempt_ids")
+    judges: list[str] | None = None
+    conditions: list[Condition] | None = None
+    folds: int = Field(default=10, ge=2, le=50)
+    bootstrap: int = Field(default=2000, ge=0, le=20_000)
+    cluster: Cluster | None = Field(
+        default=None,
+        description="bootstrap unit; default per kind: seed (perturbation), problem (similarity), else trajectory",
+    )
+    seed: Seed = 0
