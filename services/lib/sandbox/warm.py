@@ -33,11 +33,12 @@ from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from services.lib.sandbox.cgroups import RunCgroups
 
 log = logging.getLogger(__name__)
 
-# How many pre-made jails are kept per kind of run (profile and launcher), and for how many kinds; in all, at
+# How many pre-made jails are kept per kind of run (profile and zygote), and for how many kinds; in all, at
 # most twice as many as one kind gets, so requests with ever-new limits cannot fill the machine with waiting
 # jails. A kind not used for IDLE_S is dropped; a pre-made jail older than MAX_AGE_S is replaced (it costs
 # nothing while it waits,
@@ -48,7 +49,7 @@ IDLE_S = 300.0
 MAX_AGE_S = 600.0
 # nsjail's own clock for a pre-made jail: it may wait up to MAX_AGE_S, then run for as long as a run may last (the
 # host enforces that; this only ends a jail whose host died mid-run): the wall limit (at most MAX_WALL_S) stretched
-# by the time the run waits for a CPU, up to jail.starved_after_s (checked there).
+# by the time the run waits for a CPU, up to clocks.starved_after_s (checked in profile.py).
 MAX_WALL_S = 120.0
 MAX_RUN_S = 421
 JAIL_LIFETIME_S = int(MAX_AGE_S) + MAX_RUN_S
@@ -67,12 +68,12 @@ class PreparedJail:
     # The zygote's own stderr (a traceback if it ever failed) and nsjail's log: read only when the jail ends.
     err_r: int
     log_r: int
-    cgroups: Any  # jail._RunCgroups (not imported: jail imports this module)
+    cgroups: RunCgroups
     slot: Path
     spawned_at: float = field(default_factory=time.monotonic)
     runs: int = 0
     # The idle jail's memory (the zygote's, once it is ready), and what an empty exec'd run adds to it (its setup
-    # and supervisor processes), in KiB: Sandbox._run_in measures runs from these.
+    # and supervisor processes), in KiB: WarmRuns._run_in measures runs from these.
     idle_kb: int = 0
     overhead_kb: int = 0
     # The zygote's pid on the host (its CPU time is not the runs').
@@ -85,13 +86,13 @@ class PreparedJail:
 
 
 @dataclass(frozen=True)
-class LaunchReply:
+class RunReply:
     """What a run's first process answered on the run's reply socket (services/lib/sandbox/zygote.py): exactly one
     of a syntax error, the CPU time it used before running the harness in its own process, or how the run's child
     ended and what the run cost."""
 
     syntax_error: str | None = None
-    launcher_cpu_s: float | None = None
+    before_harness_cpu_s: float | None = None
     run_cpu_s: float | None = None
     exit_code: int | None = None
     signal: int | None = None
@@ -206,7 +207,7 @@ class WarmPool:
                 self._leaving.pop(id(jail), None)
 
     def close(self) -> None:
-        """End every waiting jail (their launchers read EOF and exit), and the one the refill thread may be making
+        """End every waiting jail (their zygotes read EOF and exit), and the one the refill thread may be making
         right now: when this returns, no jail of the pool is left."""
         with self._lock:
             self._closed = True
@@ -318,7 +319,7 @@ def _logged(fn: Callable[..., object], *args: object) -> None:
         log.exception("clean-up of a pre-made jail failed")
 
 
-# --- the host's half of the launcher protocol (services/lib/sandbox/zygote.py) ----------------------------------
+# --- the host's half of the zygote protocol (services/lib/sandbox/zygote.py) ----------------------------------
 
 
 def send_run(jail: PreparedJail, request: Mapping[str, object], fds: list[int]) -> None:
@@ -330,7 +331,7 @@ def send_run(jail: PreparedJail, request: Mapping[str, object], fds: list[int]) 
 
 _NUMBER = rb"(\d+(?:\.\d+)?(?:e-?\d+)?)"
 _RUN_REPORT = re.compile(rb"R " + _NUMBER + rb" (exit|signal) (\d{1,3})")
-_LAUNCHER_CPU = re.compile(rb"L " + _NUMBER)
+_HARNESS_START_CPU = re.compile(rb"L " + _NUMBER)
 _RUN_DONE = re.compile(rb"D " + _NUMBER + rb" " + _NUMBER + rb" (exit|signal) (\d{1,3})")
 _SETUP_FAILED = re.compile(rb"F " + _NUMBER)
 
@@ -339,14 +340,14 @@ READY = b"ready"
 
 
 def await_ready(jail: PreparedJail, timeout_s: float) -> None:
-    """Wait for a new jail's zygote to say it is ready (launcher.main); raise if it does not."""
+    """Wait for a new jail's zygote to say it is ready (zygote.main); raise if it does not."""
     readable, _, _ = select.select([jail.channel], [], [], timeout_s)
     if not readable or _receive_now(jail.channel) != READY:
         raise RuntimeError("a reusable jail's zygote did not start")
 
 
 def read_done(jail: PreparedJail) -> RunDone | None:
-    """The zygote's answer after a run (launcher._serve), or None if there is none (the jail ended first).
+    """The zygote's answer after a run (zygote._serve), or None if there is none (the jail ended first).
     Parsed strictly."""
     data = _receive_now(jail.channel)
     if data is None:
@@ -371,24 +372,24 @@ def _receive_now(channel: socket.socket) -> bytes | None:
     return data or None
 
 
-def read_reply(reply: socket.socket) -> LaunchReply | None:
-    """A run's answer (launcher._reply), read once the run has ended (it is waiting in the socket by then), or
+def read_reply(reply: socket.socket) -> RunReply | None:
+    """A run's answer (zygote._reply), read once the run has ended (it is waiting in the socket by then), or
     None if it ended without one (killed first, or its setup failed). Parsed strictly."""
     data = _receive_now(reply)
     if data is None:
         return None
     if data.startswith(b"E"):
-        return LaunchReply(syntax_error=data[1:].decode("utf-8", "replace"))
-    launcher = _LAUNCHER_CPU.fullmatch(data)
-    if launcher is not None:
-        return LaunchReply(launcher_cpu_s=float(launcher[1]))
+        return RunReply(syntax_error=data[1:].decode("utf-8", "replace"))
+    harness_start = _HARNESS_START_CPU.fullmatch(data)
+    if harness_start is not None:
+        return RunReply(before_harness_cpu_s=float(harness_start[1]))
     report = _RUN_REPORT.fullmatch(data)
     if report is None:
         return None
     cpu_s, number = float(report[1]), int(report[3])
     if report[2] == b"signal":
-        return LaunchReply(run_cpu_s=cpu_s, signal=number)
-    return LaunchReply(run_cpu_s=cpu_s, exit_code=number)
+        return RunReply(run_cpu_s=cpu_s, signal=number)
+    return RunReply(run_cpu_s=cpu_s, exit_code=number)
 
 
 def link_program(source: Path, slot: Path) -> None:
@@ -421,7 +422,7 @@ def write_program(files: dict[str, bytes], slot: Path) -> None:
 
 
 # The zygote's program: copied (install_readable) to where jails can read it, for Sandbox.enable_warm.
-LAUNCHER_SOURCE = Path(__file__).with_name("zygote.py")
+ZYGOTE_SOURCE = Path(__file__).with_name("zygote.py")
 
 
 def install_readable(directory: Path, source: Path) -> Path:
