@@ -13,8 +13,10 @@ What callers use is exported here; the modules, one mechanism each, are:
     results     RunResult, and the program's ending from nsjail's log
     verdicts    classify: a RunResult's verdict
     jail        the Sandbox: cold runs, and warm ones through
-    warm_runs   runs in reusable jails (the host's side), over
-    warm        the pool of reusable jails and the host's half of the zygote protocol
+    warm_runs   runs in reusable jails (the host's side), with
+    warm        the pool of reusable jails
+    protocol    the host's half of the zygote's protocol
+    slots       a reusable jail's program folders, and the zygote's file installed for jails
     zygote      the first process of a reusable jail (copied into the jail: standard library only, one file)
 """
 
@@ -33,9 +35,9 @@ from services.lib.sandbox.layout import (
 )
 from services.lib.sandbox.profile import JailProfile
 from services.lib.sandbox.results import RunResult
+from services.lib.sandbox.slots import ZYGOTE_SOURCE, install_readable, write_program
 from services.lib.sandbox.supervise import RunControl
 from services.lib.sandbox.verdicts import classify, printable, signal_name, unjudged_reason
-from services.lib.sandbox.warm import ZYGOTE_SOURCE, install_readable, write_program
 
 __all__ = [
     # the jail

@@ -158,7 +158,7 @@ class JailProfile:
             cgroup_pids_max=self.processes,
             seccomp_string=[ZYGOTE_SECCOMP_POLICY if self.warm else SECCOMP_POLICY],
             cap=list(ZYGOTE_CAPABILITIES) if self.warm else [],
-            # A reusable jail gets each run's result channel from the host with the run (warm.send_run).
+            # A reusable jail gets each run's result channel from the host with the run (protocol.send_run).
             pass_fd=[RESULT_FD] if self.with_harness and not self.warm else [],
         )
 

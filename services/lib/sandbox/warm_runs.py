@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
-from services.lib.sandbox import warm
+from services.lib.sandbox import protocol, slots, warm
 from services.lib.sandbox.capture import Capture, LoaderNoiseFilter, read_available, sealed_memfd
 from services.lib.sandbox.cgroups import RunCgroups
 from services.lib.sandbox.clocks import Meter
@@ -34,7 +34,6 @@ from services.lib.sandbox.layout import (
 from services.lib.sandbox.profile import JailProfile
 from services.lib.sandbox.results import RunResult, read_status
 from services.lib.sandbox.supervise import TERM_GRACE_S, RunControl, collect, spawn_nsjail
-from services.lib.sandbox.zygote import SETUP_FAILED
 
 log = logging.getLogger(__name__)
 
@@ -59,27 +58,6 @@ ZYGOTE_MEMORY_MB = 64
 
 class _JailGone(Exception):
     """A reusable jail could not take its run: it had ended while it waited."""
-
-
-def _fill_from_replies(result: RunResult, reply: warm.RunReply | None, done: warm.RunDone) -> None:
-    """A reusable jail's run that ended: its ending and CPU time from its first process's reply and the zygote's."""
-    if reply is not None and reply.syntax_error is not None:
-        result.syntax_error = reply.syntax_error
-        result.exit_code = 0
-        return
-    if reply is not None and reply.run_cpu_s is not None:
-        # A supervised run: the program's own ending, and the CPU time of every process of the run, precisely.
-        result.cpu_s = reply.run_cpu_s + done.unseen_cpu_s
-        result.exit_code, result.signal = reply.exit_code, reply.signal
-        return
-    if reply is None and done.exit_code == SETUP_FAILED:
-        result.jail_error = "the run's first process could not set the run up"
-        return
-    # The harness ran in the run's first process (or that process died before it answered): its ending, and the
-    # run's CPU time but the setup's and what the first process used before the harness.
-    before = reply.before_harness_cpu_s if reply is not None and reply.before_harness_cpu_s is not None else 0.0
-    result.cpu_s = max(0.0, done.total_cpu_s - done.setup_cpu_s - before) + done.unseen_cpu_s
-    result.exit_code, result.signal = done.exit_code, done.signal
 
 
 def _only_child(pid: int) -> int:
@@ -122,7 +100,7 @@ class WarmRuns:
     ) -> None:
         slots_root.mkdir(mode=0o711, exist_ok=True)
         slots_root.chmod(0o711)
-        warm.remove_stale_slots(slots_root)
+        slots.remove_stale_slots(slots_root)
         self._nsjail_path = nsjail_path
         self._config_file = config_file
         self._zygote, self._slots_root, self._harness = zygote, slots_root, harness
@@ -228,7 +206,7 @@ class WarmRuns:
             result.memory_kb = max(MIN_PEAK_KB, result.memory_kb - floor_kb)
         stopped = result.stop is not None or result.cancelled or result.stdout_overflow or result.stderr_overflow
         if done is not None and not done.failed and not stopped:
-            _fill_from_replies(result, reply, done)
+            protocol.fill_from_replies(result, reply, done)
             shutil.rmtree(run_dir, ignore_errors=True)
             if jail.cgroups.settle(jail.idle_kb + SETTLE_SLACK_KB, SETTLE_WAIT_S):
                 self.pool.give_back(jail)
@@ -239,7 +217,7 @@ class WarmRuns:
         if done is not None and done.failed:
             result.jail_error = "the reusable jail could not set up the run"
         elif done is not None:
-            _fill_from_replies(result, reply, done)
+            protocol.fill_from_replies(result, reply, done)
         elif stopped:
             result.signal = signal.SIGKILL  # we stopped the jail before the run ended
         else:
@@ -262,7 +240,7 @@ class WarmRuns:
         control: RunControl,
         *,
         capture: Capture,
-    ) -> tuple[RunResult, warm.RunReply | None, warm.RunDone | None, Path]:
+    ) -> tuple[RunResult, protocol.RunReply | None, protocol.RunDone | None, Path]:
         """Hand a run to a jail's zygote and collect it: the result with the jail's memory peak (from `limit_kb`
         as the jail's limit, if given), the run's reply, the zygote's answer (None if the jail ended first) and
         the run's program folder. Raises _JailGone if the jail could not take the run."""
@@ -273,17 +251,17 @@ class WarmRuns:
         readers = [fd for fd in (out_r, err_r, res_r) if fd is not None]
         try:
             try:
-                run_dir = warm.make_run_dir(jail.slot)
+                run_dir = slots.make_run_dir(jail.slot)
                 if program_dir is not None:
-                    warm.link_program(program_dir, run_dir)
+                    slots.link_program(program_dir, run_dir)
                 else:
-                    warm.write_program(program_files or {}, run_dir)
+                    slots.write_program(program_files or {}, run_dir)
                 jail.cgroups.start_run(limit_kb)
                 oom_before = jail.cgroups.oom_kills()
                 meter = Meter(jail.cgroups, exclude=jail.zygote_pid)
                 fds = [stdin_fd, out_w, err_w, jail_reply.fileno(), *([res_w] if res_w is not None else [])]
                 try:
-                    warm.send_run(jail, {**request, "dir": run_dir.name}, fds)
+                    protocol.send_run(jail, {**request, "dir": run_dir.name}, fds)
                 except OSError as exc:
                     raise _JailGone from exc
             finally:
@@ -317,9 +295,9 @@ class WarmRuns:
             control.detach()
         # Written by the run's first process before it ended, and by the zygote once no process of the run was
         # left (the run never holds either socket): trusted.
-        reply = warm.read_reply(host_reply)
+        reply = protocol.read_reply(host_reply)
         host_reply.close()
-        done = warm.read_done(jail) if ended else None
+        done = protocol.read_done(jail) if ended else None
         peak_kb = jail.cgroups.peak_kb()
         if peak_kb is not None:
             result.memory_kb = peak_kb
@@ -369,7 +347,7 @@ class WarmRuns:
                 os.close(stdin_fd)
             shutil.rmtree(run_dir, ignore_errors=True)
             if done is not None and not done.failed:
-                _fill_from_replies(result, reply, done)
+                protocol.fill_from_replies(result, reply, done)
             if done is None or done.failed or result.exit_code != 0:
                 raise RuntimeError("a reusable jail failed its calibration run")
             overheads.append(max(0, result.memory_kb - jail.idle_kb))
@@ -380,7 +358,7 @@ class WarmRuns:
     def _spawn(self, kind: Hashable) -> warm.PreparedJail:
         """Create a jail whose zygote waits for runs (called by the pool, usually on its own thread)."""
         profile, zygote_argv, execs = cast(tuple[JailProfile, tuple[str, ...], bool], kind)
-        slot = warm.make_slot(self._slots_root)
+        slot = slots.make_slot(self._slots_root)
         env = {PROGRAM_DIR_ENV: str(slot), ZYGOTE_ENV: str(self._zygote)}
         if profile.with_harness:
             if self._harness is None:
@@ -427,7 +405,7 @@ class WarmRuns:
             slot=slot,
         )
         try:
-            warm.await_ready(jail, READY_TIMEOUT_S)
+            protocol.await_ready(jail, READY_TIMEOUT_S)
             jail.zygote_pid = _only_child(pid)
             cgroups.adopt(jail.zygote_pid)
             jail.idle_kb = cgroups.usage_kb()

@@ -274,7 +274,7 @@ def _without_zygote_frames(hook: Callable[..., object]) -> Callable[..., object]
 
 def _reply(channel: _socket.socket, message: bytes) -> None:
     """One message to the host: b"E" + the compiler's message (UTF-8), b"L <cpu_s>" (the harness runs here), or
-    b"R <run_cpu_s> exit <code>" / b"R <run_cpu_s> signal <number>" (services/lib/sandbox/warm.py reads them)."""
+    b"R <run_cpu_s> exit <code>" / b"R <run_cpu_s> signal <number>" (services/lib/sandbox/protocol.py reads them)."""
     channel.send(message)
 
 
