@@ -43,7 +43,7 @@ from executor.languages import LanguageSpec, java_main_class
 from services.kernel import telemetry
 from services.kernel.contracts import Language, Verdict
 from services.kernel.settings import get_settings
-from services.lib.sandbox.jail import JailProfile, RunControl, Sandbox, classify, printable
+from services.lib.sandbox import JailProfile, RunControl, Sandbox, classify, printable
 
 log = logging.getLogger(__name__)
 

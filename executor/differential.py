@@ -52,7 +52,7 @@ from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, get_language
 from services.kernel.contracts import Checker, Language, Limits, Mode
 from services.lib.fuzzing.score import TIMEOUT_RULES, Repetition, TimeoutRule, df_score
-from services.lib.sandbox.jail import JAIL_PROGRAM_DIR, JailProfile, RunResult, printable, unjudged_reason
+from services.lib.sandbox import JAIL_PROGRAM_DIR, JailProfile, RunResult, printable, unjudged_reason
 
 if TYPE_CHECKING:
     from executor.builds import BuildLease

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 
 from services.kernel.contracts import Language
-from services.lib.sandbox.jail import JAIL_HARNESS, JAIL_PROGRAM_DIR, JAIL_SOURCE_DIR
+from services.lib.sandbox import JAIL_HARNESS, JAIL_PROGRAM_DIR, JAIL_SOURCE_DIR
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,10 @@ from services.kernel.contracts import Checker, ExecutionResult, Language, Limits
 from services.kernel.fair import FairSlots
 from services.kernel.text import clean_text
 from services.lib.fuzzing.score import TimeoutRule
-from services.lib.sandbox.jail import (
+from services.lib.sandbox import (
     INSIDE_ID,
     JAIL_PROGRAM_DIR,
+    ZYGOTE_SOURCE,
     JailProfile,
     RunControl,
     RunResult,
@@ -36,11 +37,11 @@ from services.lib.sandbox.jail import (
     classify,
     default_nsjail_path,
     ensure_cgroup_parents,
+    install_readable,
     printable,
     sandbox_visible_root,
     unjudged_reason,
 )
-from services.lib.sandbox.warm import LAUNCHER_SOURCE, install_readable
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class Executor:
         # Test runs happen in pre-made jails (services/lib/sandbox/warm.py): one kind per (limits, language, mode),
         # as many ready as there are slots.
         self._sandbox.enable_warm(
-            launcher=install_readable(visible / "harness", LAUNCHER_SOURCE),
+            zygote=install_readable(visible / "harness", ZYGOTE_SOURCE),
             slots_root=visible / "warm",
             harness=self._harness,
             per_kind=slots,

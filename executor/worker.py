@@ -389,7 +389,7 @@ async def _startup(ctx: dict[str, Any]) -> None:
 
 async def _shutdown(ctx: dict[str, Any]) -> None:
     # Ends the pre-made jails that wait for a run now, and removes their cgroups and folders (a worker that dies
-    # instead leaves them to its successor: their launchers end when this process's channels close).
+    # instead leaves them to its successor: their zygotes end when this process's channels close).
     executor: Executor | None = ctx.get("executor")
     if executor is not None:
         await asyncio.to_thread(executor.close)

@@ -22,17 +22,19 @@ import threading
 import time
 from pathlib import Path
 
-from services.lib.sandbox.jail import (
+from services.lib.sandbox import (
     INSIDE_ID,
     JAIL_PROGRAM_DIR,
+    ZYGOTE_SOURCE,
     JailProfile,
     RunResult,
     Sandbox,
     default_nsjail_path,
     ensure_cgroup_parents,
+    install_readable,
     sandbox_visible_root,
+    write_program,
 )
-from services.lib.sandbox.warm import LAUNCHER_SOURCE, install_readable, write_program
 
 # Where the files given to run() appear inside the jail.
 TOOL_FILES_DIR = JAIL_PROGRAM_DIR
@@ -66,7 +68,7 @@ class ToolJail:
         self._slots = threading.BoundedSemaphore(self.slots)
         visible = self.files_root.parent
         self._sandbox.enable_warm(
-            launcher=install_readable(visible / "tools-launcher", LAUNCHER_SOURCE),
+            zygote=install_readable(visible / "tools-zygote", ZYGOTE_SOURCE),
             slots_root=visible / "tools-warm",
             per_kind=self.slots,
         )

@@ -27,9 +27,9 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("executor/run.py", "_decide", "stdout"): "the program's own output, for the checker and the executions API",
     ("executor/run.py", "_decide", "stderr_text"): "the program's own stderr excerpt (executions API only)",
     ("executor/run.py", "_decide", "nsjail_log"): "logged only, on IE",
-    ("services/lib/sandbox/jail.py", "classify", "jail_error"): "logged only; the verdict reason is a fixed text",
-    ("services/lib/sandbox/jail.py", "classify", "stderr"): "searched for fixed runtime markers; never copied",
-    ("services/lib/sandbox/jail.py", "stderr_text", "stderr"): "the RunResult property itself",
+    ("services/lib/sandbox/verdicts.py", "classify", "jail_error"): "logged only; the verdict reason is a fixed text",
+    ("services/lib/sandbox/verdicts.py", "classify", "stderr"): "searched for fixed runtime markers; never copied",
+    ("services/lib/sandbox/results.py", "stderr_text", "stderr"): "the RunResult property itself",
     ("executor/languages.py", "_output", "stdout"): "`--version` of the host's own toolchain: no untrusted input",
     ("executor/languages.py", "_output", "stderr"): "same",
     ("executor/worker.py", "_execute_attempt", "compile_output"): "the sanitised build output, stored",
@@ -42,7 +42,7 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("executor/differential.py", "_stdio_outcome", "stdout"): (
         "the program's own output, compared with the other side's; shown only in its owner's counterexamples"
     ),
-    ("services/lib/sandbox/jail.py", "unjudged_reason", "jail_error"): "tested for presence only; never copied",
+    ("services/lib/sandbox/verdicts.py", "unjudged_reason", "jail_error"): "tested for presence only; never copied",
     ("executor/worker.py", "_direct_result", "compile_output"): "the sanitised build output, returned",
     ("judge/offline/tools.py", "run_tool", "nsjail_log"): "logged only, on a sandbox failure",
     ("judge/offline/pylint_driver.py", "pylint_cold_run", "stdout"): (
@@ -98,9 +98,9 @@ PROCESS_STARTERS = {
     ("asyncio", "create_subprocess_shell"),
 }
 REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
-    ("services/lib/sandbox/jail.py", "_spawn", "posix_spawn"): (
+    ("services/lib/sandbox/supervise.py", "spawn_nsjail", "posix_spawn"): (
         "nsjail itself (a cold jail, or a reusable one whose first process is the zygote, zygote.py): everything "
-        "untrusted runs in it; its output reaches the host only through _collect's capped readers"
+        "untrusted runs in it; its output reaches the host only through collect's capped readers"
     ),
     ("executor/languages.py", "_output", "run"): (
         "the host's own gcc/g++/javac/java/python3 with version flags only: no tenant input; the first line of "
@@ -118,7 +118,7 @@ REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
 # Scripts that run inside a jail (as its first process, or started by one): what they fork or exec stays in the
 # jail, and what they read is the jail's own. Each is started only by a reviewed process start above.
 IN_JAIL_SCRIPTS = {
-    "services/lib/sandbox/zygote.py",  # a reusable jail's zygote (Sandbox._spawn_prepared)
+    "services/lib/sandbox/zygote.py",  # a reusable jail's zygote (warm_runs.WarmRuns._spawn)
     "judge/harness/pylint_warm.py",  # the warm lint supervisor, run by ToolJail as `python3 -c` inside the jail
 }
 

@@ -296,7 +296,7 @@ def lint_file(
     # The child's peak RSS (KiB) counts the pages it shares with this process: near the jail's limit when the
     # limit is what stopped it.
     near_limit = usage.ru_maxrss >= NEAR_LIMIT * manifest["memory_mb"] * 1024
-    # As a cold run is classified (services/lib/sandbox/jail.py `classify`, then judge/offline/tools.py `run_tool`).
+    # As a cold run is classified (services/lib/sandbox/verdicts.py `classify`, then judge/offline/tools.py `run_tool`).
     if stopped == "output":
         header["outcome"] = "output"
     elif stopped == "timeout" or killed_by == signal.SIGXCPU or cpu >= manifest["cpu_s"]:

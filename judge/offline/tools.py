@@ -10,7 +10,7 @@ import re
 
 from judge.offline.scores import OfflineUnavailable
 from judge.tooljail import ToolJail
-from services.lib.sandbox.jail import RunResult, classify, signal_name
+from services.lib.sandbox import RunResult, classify, signal_name
 
 log = logging.getLogger(__name__)
 

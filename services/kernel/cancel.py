@@ -15,7 +15,7 @@ What a cancel does, in order:
    it runs by job: `run(job_id, work)` runs one unit (an attempt's stage, a pair, a perturbation step) as a task
    of its own, and a message naming its job cancels that task. Cancelling a task that waits for a jail stops the
    jail: executor/run.py's `_jailed` calls the run's RunControl.cancel(), which ends nsjail and with it every
-   process of the jail's cgroups (services/lib/sandbox/jail.py), and waits until the jail is gone. `run` then answers
+   process of the jail's cgroups (services/lib/sandbox/), and waits until the jail is gone. `run` then answers
    STOPPED and the worker writes nothing but the unit's `cancelled` end (which the cancel's own write normally
    made already).
 

@@ -58,7 +58,7 @@ from services.kernel.ratelimit import MAX_MUTANTS_PER_SEED
 from services.kernel.settings import get_settings
 from services.lib.mutation import Mutant, operators_for
 from services.lib.mutation.__main__ import EXIT_MEMORY, EXIT_RECURSION
-from services.lib.sandbox.jail import (
+from services.lib.sandbox import (
     INSIDE_ID,
     JailProfile,
     RunControl,

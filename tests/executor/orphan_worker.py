@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from services.lib.sandbox.jail import (
+from services.lib.sandbox import (
     JailProfile,
     Sandbox,
     default_nsjail_path,

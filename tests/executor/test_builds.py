@@ -18,8 +18,7 @@ from executor.builds import UnsafeBuildError
 from executor.languages import LANGUAGES, java_main_class, java_public_class
 from executor.run import Executor
 from services.kernel.contracts import TestCase
-from services.lib.sandbox import jail as sandbox
-from services.lib.sandbox.jail import STAGING_ROOT
+from services.lib.sandbox import STAGING_ROOT, sandbox_visible_root
 from tests.executor.conftest import SUM_SOURCES, dispose, run
 
 
@@ -248,7 +247,7 @@ def test_concurrent_processes_agree_on_the_staging_id(tmp_path: Path) -> None:
     work_root = tmp_path / "work"
     work_root.mkdir()
     with ProcessPoolExecutor(max_workers=4, mp_context=multiprocessing.get_context("spawn")) as pool:
-        ids = list(pool.map(sandbox.sandbox_visible_root, [work_root] * 8))
+        ids = list(pool.map(sandbox_visible_root, [work_root] * 8))
     try:
         assert len(set(ids)) == 1
         assert ids[0].name == (work_root / "sandbox-id").read_text().strip()

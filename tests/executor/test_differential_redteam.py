@@ -350,7 +350,7 @@ async def test_nothing_of_the_platform_reaches_a_counterexample(executor: Execut
     shown = {example.index: example.candidate for example in result.counterexamples}
     assert shown[0] == "'HOME LANG PATH'"
     text = json.dumps(result.to_json())
-    # The mounts' sources are the random staging directory (services/lib/sandbox/jail.py, sandbox_visible_root), by
+    # The mounts' sources are the random staging directory (services/lib/sandbox/layout.py, sandbox_visible_root), by
     # design; never the data dir, nor the project's or pytest's paths, nor a platform variable.
     for secret in (str(executor.work_root), "TRIBUNAL", "/work/", "pytest-"):
         assert secret not in text, secret

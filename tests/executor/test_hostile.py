@@ -218,7 +218,7 @@ async def test_platform_secrets_are_out_of_reach(
         "import os\n"
         "print(sorted(os.environ))\n"
         "print(open('/proc/self/environ', 'rb').read())\n"
-        # PID 1 is the launcher, the run's supervisor: non-dumpable, so its environ is not even readable.
+        # PID 1 is the run's first process, its supervisor: non-dumpable, so its environ is not even readable.
         "try:\n    print(open('/proc/1/environ', 'rb').read())\n"
         "except OSError as e:\n    print('hidden', type(e).__name__)\n"
         "print(sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
@@ -236,7 +236,7 @@ async def test_platform_secrets_are_out_of_reach(
     assert "READ" not in stdout
     assert stdout.splitlines()[0] == "['HOME', 'LANG', 'PATH']"
     assert stdout.splitlines()[2] == "hidden PermissionError"
-    # The jail has its own pid namespace: the program sees the launcher (pid 1) and itself, nothing of the host.
+    # The jail has its own pid namespace: the program sees the run's supervisor (pid 1) and itself, nothing of the host.
     assert stdout.splitlines()[3] == "['1', '2']"
 
 

@@ -24,7 +24,8 @@ import pytest
 from executor.run import MAX_RERUNS, Executor
 from judge.tooljail import ToolJail
 from services.kernel.contracts import ExecutionResult, Limits, Mode, TestCase, TestResult
-from services.lib.sandbox.jail import RunResult, classify, starved_after_s, unjudged_reason
+from services.lib.sandbox import RunResult, classify, unjudged_reason
+from services.lib.sandbox.clocks import starved_after_s
 from services.lib.sandbox.zygote import NEUTRAL_PROC_FILES, cpu_names, neutral_proc_content
 from tests.executor.conftest import run
 from tests.executor.loadhog import Hog, host_procs_running

@@ -1,6 +1,6 @@
 """A SIGKILLed worker's jails do not run on: the next worker to start kills every process left in their cgroups
-(a process group would miss one that called setsid) and removes the cgroups (services/lib/sandbox/jail.py
-`_remove_stale_cgroups`). Real nsjail, real cgroups."""
+(a process group would miss one that called setsid) and removes the cgroups (services/lib/sandbox/cgroups.py
+`remove_stale_cgroups`). Real nsjail, real cgroups."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from services.lib.sandbox import jail
-from services.lib.sandbox.jail import Sandbox, default_nsjail_path, sandbox_visible_root
+from services.lib.sandbox import Sandbox, default_nsjail_path, sandbox_visible_root
+from services.lib.sandbox.cgroups import CGROUP_PARENT, CGROUP_ROOT
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ def _jail_cgroups(owner: int) -> list[Path]:
     return [
         path
         for controller in ("memory", "pids")
-        for path in (jail.CGROUP_ROOT / controller / jail.CGROUP_PARENT).glob(f"tribunal-{owner}-*")
+        for path in (CGROUP_ROOT / controller / CGROUP_PARENT).glob(f"tribunal-{owner}-*")
     ]
 
 

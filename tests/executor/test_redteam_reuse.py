@@ -1,5 +1,5 @@
 """Red team of reusable jails (da2cf49, 9a83f55): one jail serves run after run, of any tenant, through a zygote that
-forks each run into fresh mount, IPC and PID namespaces (services/lib/sandbox/zygote.py, warm.py, Sandbox._run_in).
+forks each run into fresh mount, IPC and PID namespaces (services/lib/sandbox/zygote.py, warm.py, warm_runs.py).
 
 The promise under test: isolation between runs is no weaker than a fresh jail per run, so nothing one run does may
 change what the next run in the same jail sees or the verdict it gets. Each test below is a finding of this pass: it
@@ -88,7 +88,7 @@ def only(outcome: ExecutionResult) -> tuple[str, int, str]:
 
 
 async def test_page_cache_left_by_a_run_does_not_raise_the_next_runs_memory_limit(executor: Executor) -> None:
-    """An exec'd program's limit is set to the jail's current usage plus the run's limit (_RunCgroups.start_run),
+    """An exec'd program's limit is set to the jail's current usage plus the run's limit (RunCgroups.start_run),
     and its peak is measured from that usage. Page cache left by earlier runs is in that usage, so each run that
     fills the cache raises the next run's limit by its own: after three, a program that touches 100 MiB under a
     64 MiB limit is accepted with a reported peak of a few MiB, and one killed by the kernel for memory is a TLE."""

@@ -3,7 +3,7 @@
 os.posix_spawn raises more than OSError: an argv that the file system encoding cannot encode (a lone surrogate)
 raises UnicodeEncodeError, one holding a NUL ValueError. The fork+execv path it replaced ended such a run with
 exit 127 (`finally: os._exit(127)` in the child); now the exception leaves `_start` in the run's PID 1 and unwinds
-through the zygote's `main()`: the launcher's traceback (its paths and source lines) lands on the program's stderr,
+through the zygote's `main()`: the zygote's traceback (its paths and source lines) lands on the program's stderr,
 which the API returns. A candidate reached this with Java: a class named with a supplementary character (𝒜) was
 read from the class file as two lone surrogates (modified UTF-8, executor/languages.py), and that name is the JVM's
 last argument. Both are fixed: any exception there ends the run with exit 127, and the class file's surrogate pairs
@@ -19,7 +19,7 @@ import pytest
 from executor.languages import _modified_utf8
 from executor.run import Executor
 from services.kernel.contracts import Limits
-from services.lib.sandbox.jail import JailProfile
+from services.lib.sandbox import JailProfile
 from tests.executor.conftest import dispose, make_executor, run
 
 JAVA_LIMITS = Limits(cpu_time_s=3, wall_time_s=10, memory_mb=256, output_kb=64, processes=16)
@@ -33,7 +33,7 @@ def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Executor]:
 
 
 @pytest.mark.parametrize("bad_argument", ["\ud835", "a\x00b"], ids=["lone-surrogate", "nul"])
-def test_a_program_that_cannot_be_spawned_sees_nothing_of_the_launcher(executor: Executor, bad_argument: str) -> None:
+def test_a_program_that_cannot_be_spawned_sees_nothing_of_the_zygote(executor: Executor, bad_argument: str) -> None:
     profile = JailProfile(cpu_time_s=1, wall_time_s=10, memory_mb=64, processes=8, warm=True)
     result = executor.sandbox.run(
         profile, ["/usr/bin/echo", bad_argument], program_files={}, stdout_limit=4096, stderr_limit=4096

@@ -1,4 +1,4 @@
-"""Red team of the pre-made ("warm") jails (d237682): services/lib/sandbox/zygote.py, warm.py, Sandbox._run_warm.
+"""Red team of the pre-made ("warm") jails (d237682): services/lib/sandbox/zygote.py, warm.py, warm_runs.py.
 
 Tests named `test_finding_...` are the findings of that red-team pass, fixed since, kept as regression tests:
 each is an attack (or a correct program) whose outcome differed from what the design promises (docs/sandbox.md,
@@ -22,7 +22,7 @@ import pytest
 from executor.languages import get_language
 from executor.run import Executor
 from services.kernel.contracts import Language, Limits, TestCase
-from services.lib.sandbox.jail import JailProfile, RunResult
+from services.lib.sandbox import JailProfile, RunResult
 from tests.executor.conftest import FAST, dispose, make_executor, run
 
 SANDBOX_UID = 64139
@@ -71,7 +71,7 @@ def table_program(entries: int) -> str:
 
 
 async def test_finding_compile_time_of_the_program_is_charged(executor: Executor) -> None:
-    """The launcher compiled the program before it answered the CPU time the host subtracts: the compile was
+    """The zygote compiled the program before it answered the CPU time the host subtracts: the compile was
     free (a table whose compile alone took 0.58 s cold was AC at 61 ms warm under a 0.5 s limit). The run's
     process now compiles it, and the compile is charged as in a cold run."""
     limits = Limits(cpu_time_s=10, wall_time_s=60, memory_mb=2048, output_kb=64, processes=4)
@@ -83,7 +83,7 @@ async def test_finding_compile_time_of_the_program_is_charged(executor: Executor
     assert outcome.tests[0].cpu_time_ms >= 0.5 * cold.cpu_s * 1000, (outcome.tests[0].cpu_time_ms, cold.cpu_s)
 
 
-# --- FINDING 2 (fixed): the launcher dies before it answers: IE for something the candidate did -----------------------
+# --- FINDING 2 (fixed): the zygote dies before it answers: IE for something the candidate did -------------------------
 
 
 @pytest.mark.parametrize(
@@ -104,11 +104,11 @@ async def test_finding_a_program_that_does_not_compile_is_never_ie(executor: Exe
     assert outcome.verdict in ("CE", "RE", "MLE", "TLE")
 
 
-# --- FINDING 3 (fixed): setrlimit above nsjail's hard limit crashes the launcher: RE for a correct program ------------
+# --- FINDING 3 (fixed): setrlimit above nsjail's hard limit crashes the zygote: RE for a correct program --------------
 
 
 async def test_finding_a_correct_program_with_a_big_table_is_accepted(executor: Executor) -> None:
-    """A launcher that had used over a second of CPU asked for a higher RLIMIT_CPU than nsjail allows and
+    """A zygote that had used over a second of CPU asked for a higher RLIMIT_CPU than nsjail allows and
     crashed (ValueError, "not allowed to raise maximum limit"): RE for a correct program."""
     limits = Limits(cpu_time_s=8, wall_time_s=60, memory_mb=3072, output_kb=64, processes=4)
     source = table_program(700_000)
@@ -132,7 +132,7 @@ print(depth(0))
 
 
 async def test_finding_the_program_gets_the_recursion_depth_of_a_cold_run(executor: Executor) -> None:
-    """The launcher's frames (<module>, main, _run_script) sit under the program's: 994 vs 998 levels, so a
+    """The zygote's frames (<module>, main, _run_script) sit under the program's: 994 vs 998 levels, so a
     correct program that recurses 995-997 deep is RE warm and AC cold."""
     cold = cold_python(executor, RECURSION_DEPTH, FAST)
     outcome = await run(executor, "python", RECURSION_DEPTH, stdin="", expected=None, limits=FAST)
@@ -211,7 +211,7 @@ for i in range(3_000_000):
 async def test_the_program_holds_no_socket_and_sees_no_other_jail(executor: Executor) -> None:
     outcome = await run(executor, "python", LOOK_FOR_THE_CHANNEL, stdin="", expected=None, limits=FAST)
     assert outcome.verdict == "AC", outcome.tests[0].message
-    # Only the launcher (PID 1, the run's supervisor) and the program itself: no other jail's processes.
+    # Only the run's first process (PID 1, its supervisor) and the program itself: no other jail's processes.
     assert outcome.tests[0].stdout == "[] ['1', '2'] True\n"
     assert outcome.tests[0].cpu_time_ms >= 100  # its CPU time is charged (no forged cpu_s)
 

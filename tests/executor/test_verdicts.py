@@ -8,7 +8,7 @@ import pytest
 
 from executor.run import Executor
 from services.kernel.contracts import Checker, Limits, TestCase
-from services.lib.sandbox.jail import RunResult, classify
+from services.lib.sandbox import RunResult, classify
 from tests.executor.conftest import FAST, SHORT_WALL, SUM_SOURCES, run
 
 LANGUAGES = ["python", "c", "cpp", "java"]

@@ -1,6 +1,6 @@
 """Pre-made ("warm") jails: a run starts in a jail made before it was known, and still shares nothing with any
 other run. Each hostile program below tries to leave something behind for the next run, or to forge what the
-launcher tells the host; the next run (same executor, same kind of jail) must see none of it.
+zygote tells the host; the next run (same executor, same kind of jail) must see none of it.
 
 The design under attack: services/lib/sandbox/warm.py, services/lib/sandbox/zygote.py, docs/sandbox.md.
 """
@@ -98,7 +98,7 @@ async def test_a_background_process_does_not_outlive_its_run(executor: Executor)
     """
     look = """
         import os
-        # The launcher, the run's supervisor, is the jail's PID 1 (and the program's parent).
+        # The run's first process, its supervisor, is PID 1 (and the program's parent).
         others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (os.getpid(), os.getppid())]
         print(others, os.path.exists("/tmp/alive"))
     """
@@ -133,10 +133,10 @@ async def test_patched_modules_environment_and_signal_handlers_do_not_reach_the_
 
 
 async def test_a_run_cannot_find_an_earlier_runs_input_in_its_memory(executor: Executor) -> None:
-    """The launcher's memory holds nothing but its own run's request: another run's stdin is nowhere in it."""
+    """The zygote's memory holds nothing but its own run's request: another run's stdin is nowhere in it."""
     secret = secrets.token_hex(16)
     await stdout_of(executor, "input()\n", stdin=f"{secret}\n")
-    # Scan every readable mapping of this process (which started as a pre-made launcher) for the secret. The two
+    # Scan every readable mapping of this process (which started as a pre-made jail's zygote) for the secret. The two
     # halves are looked for apart, so the needle itself never exists whole in the scanner's memory.
     head, tail = secret[:16].encode().hex(), secret[16:].encode().hex()
     scan = f"""
@@ -163,8 +163,8 @@ async def test_a_run_cannot_find_an_earlier_runs_input_in_its_memory(executor: E
     assert await stdout_of(executor, "kept = input()\n" + textwrap.dedent(scan), stdin=f"{secret}\n") == "True\n"
 
 
-async def test_the_launcher_channel_is_closed_before_the_program_runs(executor: Executor) -> None:
-    """A program cannot reach the channel on which the launcher told the host its CPU time or a syntax error:
+async def test_the_reply_channel_is_closed_before_the_program_runs(executor: Executor) -> None:
+    """A program cannot reach the channel on which the run's first process told the host its CPU time or a syntax error:
     fd 0 is the run's stdin (a sealed memfd), and no socket is open."""
     look = """
         import os, stat
@@ -176,7 +176,7 @@ async def test_the_launcher_channel_is_closed_before_the_program_runs(executor: 
 
 
 async def test_cpu_time_is_the_programs_own(executor: Executor) -> None:
-    """The launcher's start-up and nsjail's set-up happen before the run and are not charged to it."""
+    """The zygote's start-up and nsjail's set-up happen before the run and are not charged to it."""
     idle = await run(executor, "python", "pass\n", limits=FAST)
     assert idle.verdict == "AC"
     busy = await run(
@@ -209,7 +209,7 @@ async def test_a_jail_killed_while_it_waits_is_replaced(executor: Executor) -> N
 
 
 async def test_syntax_errors_are_decided_before_anything_runs(executor: Executor) -> None:
-    """CE comes from the launcher's compile, in the jail, before the program exists as a process; with the
+    """CE comes from the zygote's compile, in the jail, before the program exists as a process; with the
     compiler's message, and the run's side effects never happen."""
     source = "import sys\nsys.stdout.write('ran')\ndef broken(:\n    pass\n"
     outcome = await run(executor, "python", source, [TestCase(input="", expected="ran"), TestCase(input="")])
@@ -227,11 +227,11 @@ async def test_syntax_errors_are_decided_before_anything_runs(executor: Executor
     assert function.verdict == "CE" and "SyntaxError" in function.compile_output
 
 
-async def test_tracebacks_show_the_program_not_the_launcher(executor: Executor) -> None:
+async def test_tracebacks_show_the_program_not_the_zygote(executor: Executor) -> None:
     outcome = await run(executor, "python", "def f():\n    raise KeyError('k')\nf()\n", limits=FAST)
     assert outcome.verdict == "RE"
     stderr = outcome.tests[0].stderr
-    assert "launcher" not in stderr and 'File "/prog/main.py", line 3' in stderr and "KeyError: 'k'" in stderr
+    assert "zygote" not in stderr and 'File "/prog/main.py", line 3' in stderr and "KeyError: 'k'" in stderr
 
 
 async def test_closing_the_executor_ends_every_waiting_jail(tmp_path_factory: pytest.TempPathFactory) -> None:

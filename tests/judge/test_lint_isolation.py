@@ -21,7 +21,7 @@ import pytest
 
 from judge.offline import PylintBatcher, lint, pylint_batch, pylint_driver, tools
 from judge.tooljail import ToolJail
-from services.lib.sandbox.jail import INSIDE_ID
+from services.lib.sandbox import INSIDE_ID
 
 # The real driver, unless the file asks for the probe: then the child reports what it can reach of its supervisor
 # (the jail's PID 1) and of its own fds, and waits for SIGUSR1 from the test before it ends.

@@ -16,7 +16,7 @@ import pytest
 
 from services.kernel.contracts import Language
 from services.lib import mutation
-from services.lib.sandbox.jail import INSIDE_ID, JAIL_ENV
+from services.lib.sandbox import INSIDE_ID, JAIL_ENV
 from services.perturb import isolation
 from services.perturb.isolation import PARSER_PACKAGES, NotPerturbable, ParserJail, generate_isolated
 

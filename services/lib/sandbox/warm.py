@@ -12,6 +12,9 @@ What a run shares with the runs before it in the same jail: its cgroups (the pea
 is brought back to its idle memory before the next run) and the zygote's memory, which never holds any run's
 data: the zygote passes a run's fds on unread. A jail whose run did not end normally (a clock, an output flood, a
 cancel, a failed setup) is never reused. See docs/sandbox.md.
+
+This module is the pool and a jail's ending; protocol.py is the host's half of the zygote's protocol, slots.py the
+jails' program folders, and warm_runs.py the runs themselves.
 """
 
 from __future__ import annotations
@@ -19,25 +22,22 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-import marshal
 import os
-import re
-import secrets
 import select
-import shutil
 import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from services.lib.sandbox.cgroups import RunCgroups
 
 log = logging.getLogger(__name__)
 
-# How many pre-made jails are kept per kind of run (profile and launcher), and for how many kinds; in all, at
+# How many pre-made jails are kept per kind of run (profile and zygote), and for how many kinds; in all, at
 # most twice as many as one kind gets, so requests with ever-new limits cannot fill the machine with waiting
 # jails. A kind not used for IDLE_S is dropped; a pre-made jail older than MAX_AGE_S is replaced (it costs
 # nothing while it waits,
@@ -48,12 +48,11 @@ IDLE_S = 300.0
 MAX_AGE_S = 600.0
 # nsjail's own clock for a pre-made jail: it may wait up to MAX_AGE_S, then run for as long as a run may last (the
 # host enforces that; this only ends a jail whose host died mid-run): the wall limit (at most MAX_WALL_S) stretched
-# by the time the run waits for a CPU, up to jail.starved_after_s (checked there).
+# by the time the run waits for a CPU, up to clocks.starved_after_s (checked in profile.py).
 MAX_WALL_S = 120.0
 MAX_RUN_S = 421
 JAIL_LIFETIME_S = int(MAX_AGE_S) + MAX_RUN_S
 STALE_SLOT_S = 2 * JAIL_LIFETIME_S
-MAX_REPLY = 1 << 20
 
 
 @dataclass(eq=False)
@@ -67,12 +66,12 @@ class PreparedJail:
     # The zygote's own stderr (a traceback if it ever failed) and nsjail's log: read only when the jail ends.
     err_r: int
     log_r: int
-    cgroups: Any  # jail._RunCgroups (not imported: jail imports this module)
+    cgroups: RunCgroups
     slot: Path
     spawned_at: float = field(default_factory=time.monotonic)
     runs: int = 0
     # The idle jail's memory (the zygote's, once it is ready), and what an empty exec'd run adds to it (its setup
-    # and supervisor processes), in KiB: Sandbox._run_in measures runs from these.
+    # and supervisor processes), in KiB: WarmRuns._run_in measures runs from these.
     idle_kb: int = 0
     overhead_kb: int = 0
     # The zygote's pid on the host (its CPU time is not the runs').
@@ -82,34 +81,6 @@ class PreparedJail:
         """Whether nsjail is still running (its pidfd becomes readable when it exits)."""
         readable, _, _ = select.select([self.pidfd], [], [], 0)
         return not readable
-
-
-@dataclass(frozen=True)
-class LaunchReply:
-    """What a run's first process answered on the run's reply socket (services/lib/sandbox/zygote.py): exactly one
-    of a syntax error, the CPU time it used before running the harness in its own process, or how the run's child
-    ended and what the run cost."""
-
-    syntax_error: str | None = None
-    launcher_cpu_s: float | None = None
-    run_cpu_s: float | None = None
-    exit_code: int | None = None
-    signal: int | None = None
-
-
-@dataclass(frozen=True)
-class RunDone:
-    """What the zygote answered on the channel once every process of a run was gone: the CPU time of the whole
-    run (its setup included), the setup process's own share, and how the run's first process ended. `failed`: the
-    run's setup failed before the run began."""
-
-    total_cpu_s: float = 0.0
-    setup_cpu_s: float = 0.0
-    exit_code: int | None = None
-    signal: int | None = None
-    failed: bool = False
-    # Filled in by the host: CPU time the jail's cpuacct cgroup saw the run use beyond total_cpu_s.
-    unseen_cpu_s: float = 0.0
 
 
 class WarmPool:
@@ -206,7 +177,7 @@ class WarmPool:
                 self._leaving.pop(id(jail), None)
 
     def close(self) -> None:
-        """End every waiting jail (their launchers read EOF and exit), and the one the refill thread may be making
+        """End every waiting jail (their zygotes read EOF and exit), and the one the refill thread may be making
         right now: when this returns, no jail of the pool is left."""
         with self._lock:
             self._closed = True
@@ -316,156 +287,6 @@ def _logged(fn: Callable[..., object], *args: object) -> None:
         fn(*args)
     except Exception:
         log.exception("clean-up of a pre-made jail failed")
-
-
-# --- the host's half of the launcher protocol (services/lib/sandbox/zygote.py) ----------------------------------
-
-
-def send_run(jail: PreparedJail, request: Mapping[str, object], fds: list[int]) -> None:
-    """The run's request, as marshal data (the zygote reads it without importing a parser; plain str, int,
-    float, list and None values, which every Python's marshal reads alike), with its fds: stdin, stdout, stderr,
-    the run's reply socket and, for the harness, the result channel."""
-    socket.send_fds(jail.channel, [marshal.dumps(dict(request), 4)], fds)
-
-
-_NUMBER = rb"(\d+(?:\.\d+)?(?:e-?\d+)?)"
-_RUN_REPORT = re.compile(rb"R " + _NUMBER + rb" (exit|signal) (\d{1,3})")
-_LAUNCHER_CPU = re.compile(rb"L " + _NUMBER)
-_RUN_DONE = re.compile(rb"D " + _NUMBER + rb" " + _NUMBER + rb" (exit|signal) (\d{1,3})")
-_SETUP_FAILED = re.compile(rb"F " + _NUMBER)
-
-
-READY = b"ready"
-
-
-def await_ready(jail: PreparedJail, timeout_s: float) -> None:
-    """Wait for a new jail's zygote to say it is ready (launcher.main); raise if it does not."""
-    readable, _, _ = select.select([jail.channel], [], [], timeout_s)
-    if not readable or _receive_now(jail.channel) != READY:
-        raise RuntimeError("a reusable jail's zygote did not start")
-
-
-def read_done(jail: PreparedJail) -> RunDone | None:
-    """The zygote's answer after a run (launcher._serve), or None if there is none (the jail ended first).
-    Parsed strictly."""
-    data = _receive_now(jail.channel)
-    if data is None:
-        return None
-    if _SETUP_FAILED.fullmatch(data):
-        return RunDone(failed=True)
-    done = _RUN_DONE.fullmatch(data)
-    if done is None:
-        return None
-    total, setup, number = float(done[1]), float(done[2]), int(done[4])
-    if done[3] == b"signal":
-        return RunDone(total_cpu_s=total, setup_cpu_s=setup, signal=number)
-    return RunDone(total_cpu_s=total, setup_cpu_s=setup, exit_code=number)
-
-
-def _receive_now(channel: socket.socket) -> bytes | None:
-    """One message already waiting on `channel`, or None."""
-    try:
-        data = channel.recv(MAX_REPLY, socket.MSG_DONTWAIT)
-    except OSError:
-        return None
-    return data or None
-
-
-def read_reply(reply: socket.socket) -> LaunchReply | None:
-    """A run's answer (launcher._reply), read once the run has ended (it is waiting in the socket by then), or
-    None if it ended without one (killed first, or its setup failed). Parsed strictly."""
-    data = _receive_now(reply)
-    if data is None:
-        return None
-    if data.startswith(b"E"):
-        return LaunchReply(syntax_error=data[1:].decode("utf-8", "replace"))
-    launcher = _LAUNCHER_CPU.fullmatch(data)
-    if launcher is not None:
-        return LaunchReply(launcher_cpu_s=float(launcher[1]))
-    report = _RUN_REPORT.fullmatch(data)
-    if report is None:
-        return None
-    cpu_s, number = float(report[1]), int(report[3])
-    if report[2] == b"signal":
-        return LaunchReply(run_cpu_s=cpu_s, signal=number)
-    return LaunchReply(run_cpu_s=cpu_s, exit_code=number)
-
-
-def link_program(source: Path, slot: Path) -> None:
-    """Hard-link a published build's files into a jail's /prog (the same inodes, read-only in the jail); copy
-    when a link is impossible. Only regular files and directories, never following a symlink."""
-    for entry in os.scandir(source):
-        target = slot / entry.name
-        if entry.is_dir(follow_symlinks=False):
-            target.mkdir(mode=0o755)
-            target.chmod(0o755)
-            link_program(Path(entry.path), target)
-        elif entry.is_file(follow_symlinks=False):
-            try:
-                os.link(entry.path, target, follow_symlinks=False)
-            except OSError:
-                shutil.copy2(entry.path, target, follow_symlinks=False)
-        else:
-            raise ValueError(f"{entry.path} is neither a file nor a directory")
-
-
-def write_program(files: dict[str, bytes], slot: Path) -> None:
-    """Write a run's program files (plain names) into a jail's /prog, readable by the jail's user."""
-    for name, data in files.items():
-        if not name or "/" in name or name in (".", ".."):
-            raise ValueError(f"not a plain file name: {name!r}")
-        fd = os.open(slot / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(slot / name, 0o644)
-
-
-# The zygote's program: copied (install_readable) to where jails can read it, for Sandbox.enable_warm.
-LAUNCHER_SOURCE = Path(__file__).with_name("zygote.py")
-
-
-def install_readable(directory: Path, source: Path) -> Path:
-    """A copy of `source` in `directory` (made if missing), readable from inside jails: the package itself may
-    live under a directory the sandbox user cannot search. Replaced atomically when its content changed."""
-    directory.mkdir(exist_ok=True)
-    directory.chmod(0o755)
-    target = directory / source.name
-    content = source.read_bytes()
-    if not target.exists() or target.read_bytes() != content:
-        temp = directory / f".{target.name}.{os.getpid()}"
-        temp.write_bytes(content)
-        temp.chmod(0o644)
-        os.replace(temp, target)
-    return target
-
-
-def make_run_dir(slot: Path) -> Path:
-    """A fresh, empty folder in a jail's /prog for one run's program (random name: it says nothing)."""
-    run_dir = slot / secrets.token_hex(8)
-    run_dir.mkdir(mode=0o755)
-    run_dir.chmod(0o755)
-    return run_dir
-
-
-def make_slot(root: Path) -> Path:
-    """A fresh, empty directory for one jail's /prog. Its name is random only: the jail can read it in
-    /proc/self/mountinfo, so it says nothing (not this process's pid, nor how many runs came before)."""
-    slot = root / f"warm-{secrets.token_hex(16)}"
-    slot.mkdir(mode=0o755)
-    slot.chmod(0o755)
-    return slot
-
-
-def remove_stale_slots(root: Path) -> None:
-    """Slots no live jail can still use: nsjail ends every pre-made jail by MAX_AGE_S plus the longest a run may
-    last (JAIL_LIFETIME_S, JailProfile.config), and a live process touches a slot when its run comes; twice that is
-    garbage."""
-    cutoff = time.time() - STALE_SLOT_S
-    with contextlib.suppress(FileNotFoundError):
-        for entry in os.scandir(root):
-            with contextlib.suppress(OSError):
-                if entry.name.startswith("warm-") and entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                    shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def end_jail(pid: int, pidfd: int, *, grace_s: float) -> int | None:

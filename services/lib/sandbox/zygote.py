@@ -10,8 +10,8 @@ fd 0:        the channel, one end of an AF_UNIX SOCK_SEQPACKET pair; the host ho
 
 The zygote (Z) is the jail's PID 1. nsjail gave it CAP_SYS_ADMIN, CAP_NET_ADMIN and CAP_SETPCAP in the jail's user
 namespace (and nothing outside it), and a seccomp policy that lets it unshare mount, IPC, PID and network namespaces
-and mount (services/lib/sandbox/jail.py). It is non-dumpable and deaf to signals from inside the jail. For each run it
-receives one message:
+and mount (services/lib/sandbox/profile.py). It is non-dumpable and deaf to signals from inside the jail. For each
+run it receives one message:
     {"argv": [...], "script": k | null, "check": path | null, "cpu_time_s": t, "dir": name, "tmpfs_mb": m,
      "memory_mb": n}
 with the run's fds (stdin, stdout, stderr, the run's reply socket and, in function mode, the result channel), forks
@@ -94,7 +94,7 @@ _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _
 # In a run's G, after the run's setup: the fds it holds (the rest are closed).
 RUN_STDIN, RUN_STDOUT, RUN_STDERR, RUN_REPLY, RUN_RESULT = 0, 1, 2, 3, 4
 _HIGH_FD = 100
-# Paths as the jail sees them (services/lib/sandbox/jail.py mounts them).
+# Paths as the jail sees them (services/lib/sandbox/profile.py mounts them).
 PROGRAM_DIR = "/prog"
 WORK_DIR = "/box"
 # What a run's own seccomp filter forbids again (the jail's policy let the zygote do these): namespaces and mounts,
@@ -120,7 +120,7 @@ SETUP_FAILED = 71
 
 # What a Python solution typically imports, loaded ahead of time like the interpreter itself (typing alone is
 # several milliseconds). Standard-library modules only; a run sees them in sys.modules, as it would after
-# importing them itself. Everything else the launcher needs is kept to cheap modules: each one is paid for every
+# importing them itself. Everything else the zygote needs is kept to cheap modules: each one is paid for every
 # jail (json, socket and traceback would add ~25 ms of CPU per jail on this machine kind).
 _WARM_MODULES = ("typing",)  # and with it re, functools, collections, operator
 
@@ -130,7 +130,8 @@ _WARM_MODULES = ("typing",)  # and with it re, functools, collections, operator
 # nothing running, no CPU time spent, all of the run's memory limit free, no file open. The CPU lines keep the
 # machine's CPU names, since glibc counts them (os.cpu_count() reads /proc/stat when /sys is absent, as in a jail).
 # The host's boot id goes too (it names the machine a run ran on). A cold jail gets these files from its nsjail
-# config (services/lib/sandbox/jail.py), a warm run from _mask_proc: the same bytes. Files a kernel lacks are skipped.
+# config (services/lib/sandbox/profile.py), a warm run from _mask_proc: the same bytes. Files a kernel lacks are
+# skipped.
 # Left as they are, on purpose: the per-process files (/proc/self/sched's clock, /proc/self/stat's start time)
 # count from the host's boot, as CLOCK_MONOTONIC does for every program; they show no other tenant's work.
 NEUTRAL_PROC_FILES = (
@@ -223,7 +224,7 @@ def _preload(argv: list[str]) -> dict[str, types.CodeType]:
     if len(argv) == 3 and argv[1] == "--preload":
         with open(argv[2], "rb") as handle:
             compiled[argv[2]] = compile(handle.read(), argv[2], "exec", dont_inherit=True)
-    if sys.flags.no_site == 0 or compiled:  # a Python run's launcher (compiled programs are not run by one)
+    if sys.flags.no_site == 0 or compiled:  # a zygote of Python runs (one of exec'd programs needs none of them)
         for name in _WARM_MODULES:
             __import__(name)
     return compiled
@@ -260,7 +261,7 @@ def _syntax_error(path: str) -> tuple[types.CodeType | None, str | None]:
         return None, _capped("".join(traceback.format_exception_only(type(exc), exc)))
 
 
-def _without_launcher_frames(hook: Callable[..., object]) -> Callable[..., object]:
+def _without_zygote_frames(hook: Callable[..., object]) -> Callable[..., object]:
     here = __file__
 
     def excepthook(kind: type[BaseException], value: BaseException, tb: types.TracebackType | None) -> None:
@@ -273,7 +274,7 @@ def _without_launcher_frames(hook: Callable[..., object]) -> Callable[..., objec
 
 def _reply(channel: _socket.socket, message: bytes) -> None:
     """One message to the host: b"E" + the compiler's message (UTF-8), b"L <cpu_s>" (the harness runs here), or
-    b"R <run_cpu_s> exit <code>" / b"R <run_cpu_s> signal <number>" (services/lib/sandbox/warm.py reads them)."""
+    b"R <run_cpu_s> exit <code>" / b"R <run_cpu_s> signal <number>" (services/lib/sandbox/protocol.py reads them)."""
     channel.send(message)
 
 
@@ -319,7 +320,7 @@ def _main_module(path: str, argv: list[str]) -> types.ModuleType:
     )
     sys.argv = list(argv)
     sys.modules["__main__"] = main
-    sys.excepthook = _without_launcher_frames(sys.__excepthook__)
+    sys.excepthook = _without_zygote_frames(sys.__excepthook__)
     # This module's frame (and exec()) sit under the program's: two more levels, so the program reaches the depth
     # it would in a cold run (tests/executor/test_warm.py compares the two).
     sys.setrecursionlimit(sys.getrecursionlimit() + 2)
@@ -729,13 +730,13 @@ def _start(
     if path in compiled:
         # The function-mode harness: PID 1 of the run's namespace and its trust boundary, as in a cold jail. The
         # CPU time used so far is not the run's; the compile check below is (a cold run compiles too).
-        launcher_cpu_s = _cpu_s()
+        before_harness_cpu_s = _cpu_s()
         if check is not None:
             _, error = _syntax_error(check)
             if error is not None:
                 _reply(channel, b"E" + error.encode("utf-8", "replace"))
                 os._exit(0)
-        _reply(channel, f"L {launcher_cpu_s!r}".encode())
+        _reply(channel, f"L {before_harness_cpu_s!r}".encode())
         channel.close()
         _set_cpu_limit(cpu_limit)
         return path, compiled[path], argv[script:]
