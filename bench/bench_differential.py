@@ -31,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from executor.differential import DifferentialRequest, fuzz_pair  # noqa: E402
 from executor.run import Executor  # noqa: E402
 from services.kernel.contracts import Limits, Mode, TestCase  # noqa: E402
 from services.lib.fuzzing import derive_spec, generate_repetitions  # noqa: E402
@@ -75,17 +76,20 @@ async def main() -> None:
         try:
 
             async def run_pair(repetitions: list[list[Any]]) -> Any:
-                return await executor.differential(
-                    tenant="bench",
-                    reference_language="python",
-                    reference_source=canonical,
-                    candidate_language="python",
-                    candidate_source=REWRITE,
-                    mode=Mode.FUNCTION,
-                    entry_point=entry,
-                    repetitions=repetitions,
-                    time_budget_s=60,
-                    limits=LIMITS,
+                return await fuzz_pair(
+                    executor.engine,
+                    DifferentialRequest(
+                        tenant="bench",
+                        reference_language="python",
+                        reference_source=canonical,
+                        candidate_language="python",
+                        candidate_source=REWRITE,
+                        mode=Mode.FUNCTION,
+                        entry_point=entry,
+                        repetitions=repetitions,
+                        time_budget_s=60,
+                        limits=LIMITS,
+                    ),
                 )
 
             async def batched() -> tuple[float, Any]:
@@ -126,17 +130,20 @@ async def main() -> None:
             stdio_s = None
             if args.stdio_n:
                 started = time.monotonic()
-                program = await executor.differential(
-                    tenant="bench",
-                    reference_language="python",
-                    reference_source=SUM,
-                    candidate_language="python",
-                    candidate_source=SUM,
-                    mode=Mode.STDIO,
-                    entry_point=None,
-                    repetitions=stdio,
-                    time_budget_s=300,
-                    limits=LIMITS,
+                program = await fuzz_pair(
+                    executor.engine,
+                    DifferentialRequest(
+                        tenant="bench",
+                        reference_language="python",
+                        reference_source=SUM,
+                        candidate_language="python",
+                        candidate_source=SUM,
+                        mode=Mode.STDIO,
+                        entry_point=None,
+                        repetitions=stdio,
+                        time_budget_s=300,
+                        limits=LIMITS,
+                    ),
                 )
                 stdio_s = time.monotonic() - started
                 assert program.df_score == 1.0, program

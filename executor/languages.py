@@ -179,7 +179,7 @@ _ACC_STATIC = 0x0008
 _MAIN_DESCRIPTOR = "([Ljava/lang/String;)V"
 
 
-def _modified_utf8(raw: bytes) -> str:
+def modified_utf8(raw: bytes) -> str:
     """A class file's string (JVMS 4.4.7, "modified UTF-8"): NUL is C0 80, and a character outside the Basic
     Multilingual Plane is its UTF-16 surrogate pair, each half encoded on its own; the pairs are joined here."""
     text = raw.replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
@@ -212,7 +212,7 @@ def _parse_main_class(data: bytes) -> str | None:
         offset += 1
         if tag == 1:
             (length,) = struct.unpack_from(">H", data, offset)
-            utf8[index] = _modified_utf8(data[offset + 2 : offset + 2 + length])
+            utf8[index] = modified_utf8(data[offset + 2 : offset + 2 + length])
             offset += 2 + length
         elif tag == 7:
             (classes[index],) = struct.unpack_from(">H", data, offset)

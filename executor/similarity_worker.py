@@ -2,7 +2,7 @@
 
 One task per pair (`score_pair`, subject `<ordinal>@<job>`): take the pair's input spec (given, the problem's, or
 derived from the reference's type hints and the problem's tests), generate R x N inputs, run both programs on them
-in nsjail (Executor.differential: Algorithm 1 of paper 002), and compute SurfaceSim and the reference-based
+in nsjail (executor/differential: Algorithm 1 of paper 002), and compute SurfaceSim and the reference-based
 metrics. The pair's result is written and its unit counted in one transaction, so a retried or duplicated task
 never counts a pair twice; the job succeeds when its last pair is counted.
 
@@ -27,8 +27,8 @@ from redis.exceptions import RedisError
 from sqlalchemy import update
 
 from executor.builds import COMPILE_WALL_S
-from executor.differential import LOAD_TIMEOUT_S
-from executor.run import Executor
+from executor.differential import LOAD_TIMEOUT_S, DifferentialRequest, fuzz_pair
+from executor.engine import Engine
 from services.kernel import cancel, jobs, queue, telemetry, worker
 from services.kernel.contracts import LIVE_JOB_STATUSES, Checker, JobStatus, Limits, Mode, PairStatus, TestCase
 from services.kernel.db import session_scope
@@ -199,8 +199,8 @@ async def _score(ctx: dict[str, Any], loaded: _Loaded, deadline_s: float) -> dic
         # inputs from generated ones, and answered them differently, is compared on them too.
         tests = inputs_of_tests(mode, pair.entry_point, loaded.tests)
         repetitions, positions = mix_tests(repetitions, tests, seed)
-        executor: Executor = ctx["executor"]
-        outcome = await executor.differential(
+        engine: Engine = ctx["engine"]
+        request = DifferentialRequest(
             tenant=loaded.tenant,
             reference_language=pair.reference_language,
             reference_source=pair.reference_source,
@@ -217,6 +217,7 @@ async def _score(ctx: dict[str, Any], loaded: _Loaded, deadline_s: float) -> dic
             limits=loaded.limits,
             test_positions=positions,
         )
+        outcome = await fuzz_pair(engine, request)
         crystal_ignore = [tuple(ngram) for ngram in plan.crystal_ignore.get(pair.candidate_language, [])]
         surface = await asyncio.to_thread(_surface_and_metrics, pair, crystal_ignore)
     fuzzing = outcome.to_json()
@@ -338,7 +339,7 @@ async def _startup(ctx: dict[str, Any]) -> None:
     settings = get_settings()
     telemetry.start_similarity_series()
     await asyncio.to_thread(_warm_up)
-    ctx["executor"] = Executor(
+    ctx["engine"] = Engine(
         settings.data_dir / "similarity",
         slots=settings.executor_slots,
         nsjail_path=settings.nsjail_path,

@@ -18,28 +18,32 @@ PACKAGES = ("executor", "judge", "gateway", "services", "metrics")
 OUTPUT_ATTRIBUTES = {"stdout", "stderr", "stderr_text", "nsjail_log", "jail_error", "compile_output"}
 
 REVIEWED: dict[tuple[str, str, str], str] = {
-    ("executor/builds.py", "_compile_into", "stdout"): "compiler output, the jail's own view, `printable()`, capped",
-    ("executor/builds.py", "_compile_into", "stderr_text"): "same: the compiler's diagnostics on /src/<file>",
-    ("executor/builds.py", "_compile_into", "nsjail_log"): "logged only (names host paths)",
-    ("executor/builds.py", "compile", "compile_output"): "the stored, already sanitised build output",
-    ("executor/builds.py", "_publish", "compile_output"): "the stored, already sanitised build output",
+    (
+        "executor/builds/compiling.py",
+        "compile_into",
+        "stdout",
+    ): "compiler output, the jail's own view, `printable()`, capped",
+    ("executor/builds/compiling.py", "compile_into", "stderr_text"): "same: the compiler's diagnostics on /src/<file>",
+    ("executor/builds/compiling.py", "compile_into", "nsjail_log"): "logged only (names host paths)",
+    ("executor/builds/cache.py", "compile", "compile_output"): "the stored, already sanitised build output",
+    ("executor/builds/cache.py", "_publish", "compile_output"): "the stored, already sanitised build output",
     ("executor/run.py", "execute", "compile_output"): "the sanitised build output, passed through",
-    ("executor/run.py", "_decide", "stdout"): "the program's own output, for the checker and the executions API",
-    ("executor/run.py", "_decide", "stderr_text"): "the program's own stderr excerpt (executions API only)",
-    ("executor/run.py", "_decide", "nsjail_log"): "logged only, on IE",
+    ("executor/verdicts.py", "decide", "stdout"): "the program's own output, for the checker and the executions API",
+    ("executor/verdicts.py", "decide", "stderr_text"): "the program's own stderr excerpt (executions API only)",
+    ("executor/verdicts.py", "decide", "nsjail_log"): "logged only, on IE",
     ("services/lib/sandbox/verdicts.py", "classify", "jail_error"): "logged only; the verdict reason is a fixed text",
     ("services/lib/sandbox/verdicts.py", "classify", "stderr"): "searched for fixed runtime markers; never copied",
     ("services/lib/sandbox/results.py", "stderr_text", "stderr"): "the RunResult property itself",
     ("executor/languages.py", "_output", "stdout"): "`--version` of the host's own toolchain: no untrusted input",
     ("executor/languages.py", "_output", "stderr"): "same",
     ("executor/worker.py", "_execute_attempt", "compile_output"): "the sanitised build output, stored",
-    ("executor/differential.py", "_program", "compile_output"): (
+    ("executor/differential/campaign.py", "side_program", "compile_output"): (
         "the sanitised build output, `printable()` again and capped, in a failed pair's message"
     ),
-    ("executor/differential.py", "_checked", "jail_error"): (
+    ("executor/differential/sides.py", "checked", "jail_error"): (
         "carried to the pair's runner, which logs it; the pair's message is the fixed 'sandbox failure'"
     ),
-    ("executor/differential.py", "_stdio_outcome", "stdout"): (
+    ("executor/differential/stdio.py", "_stdio_outcome", "stdout"): (
         "the program's own output, compared with the other side's; shown only in its owner's counterexamples"
     ),
     ("services/lib/sandbox/verdicts.py", "unjudged_reason", "jail_error"): "tested for presence only; never copied",

@@ -360,12 +360,12 @@ def _valid_reply(reply):
             return reply
         if key == "value":  # any JSON: decode_value checks it where it is used
             return reply
-        if key in ("raised", "raised_importing") and _exception_shaped(value):
+        if key in ("raised", "raised_importing") and exception_shaped(value):
             return reply
     raise CandidateGone(_UNREADABLE)
 
 
-def _exception_shaped(value):
+def exception_shaped(value):
     """Whether `value` has the shape of _exception_data's answer."""
     if type(value) is not list or len(value) != 5 or not all(type(part) is str for part in value[:2] + value[3:]):
         return False

@@ -69,7 +69,7 @@ async def test_ordinary_programs_pass_far_below_the_size_limit(executor: Executo
     source = unique(language)
     outcome = await run(executor, language, source, stdin="2 3", expected="5")
     assert outcome.verdict == "AC"
-    build = executor.builds_root / executor._builds.key(
+    build = executor.builds_root / executor.engine.builds.key(
         LANGUAGES[Language(language)], outcome.toolchain, source, tenant="tenant-a"
     )
     program = sum(path.stat().st_size for path in (build / "prog").rglob("*") if path.is_file())
@@ -198,7 +198,7 @@ async def test_a_build_evicted_by_another_worker_is_compiled_again(executor: Exe
     from a folder that is gone."""
     source = unique("c")
     first = await run(executor, "c", source, stdin="1 2", expected="3")
-    key = executor._builds.key(LANGUAGES[Language.C], first.toolchain, source, tenant="tenant-a")
+    key = executor.engine.builds.key(LANGUAGES[Language.C], first.toolchain, source, tenant="tenant-a")
     shutil.rmtree(executor.builds_root / key)  # as another worker's eviction would
     second = await run(executor, "c", source, stdin="2 2", expected="4")
     assert (first.verdict, second.verdict) == ("AC", "AC") and not second.build_cached

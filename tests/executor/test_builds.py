@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.builds import UnsafeBuildError
+from executor.builds import UnsafeBuildError, secure_output
 from executor.languages import LANGUAGES, java_main_class, java_public_class
 from executor.run import Executor
 from services.kernel.contracts import TestCase
@@ -164,7 +164,7 @@ async def test_a_symlink_in_compiler_output_is_refused_not_followed(executor: Ex
     os.chown(secret, 12345, 12345)
     program_dir = _planted_build(tmp_path, secret)
     with pytest.raises(UnsafeBuildError, match="symbolic link"):
-        executor._builds._secure_output(program_dir, LANGUAGES["c"], "main.c")
+        secure_output(program_dir, LANGUAGES["c"], "main.c")
     info = secret.stat()
     assert (info.st_uid, info.st_mode & 0o777) == (12345, 0o600)
 
@@ -174,7 +174,7 @@ async def test_special_files_in_compiler_output_are_refused(executor: Executor, 
     program_dir.mkdir()
     os.mkfifo(program_dir / "main")
     with pytest.raises(UnsafeBuildError, match="not a regular file"):
-        executor._builds._secure_output(program_dir, LANGUAGES["c"], "main.c")
+        secure_output(program_dir, LANGUAGES["c"], "main.c")
 
 
 def test_java_public_class_ignores_comments_strings_and_nested_types() -> None:

@@ -37,7 +37,7 @@ def peak_jails(executor: Executor, monkeypatch: pytest.MonkeyPatch) -> list[int]
     lock = threading.Lock()
     state = {"now": 0}
     peak = [0]
-    real_run = executor._sandbox.run
+    real_run = executor.engine.sandbox.run
 
     def counting_run(*args: Any, **kwargs: Any) -> Any:
         with lock:
@@ -49,7 +49,7 @@ def peak_jails(executor: Executor, monkeypatch: pytest.MonkeyPatch) -> list[int]
             with lock:
                 state["now"] -= 1
 
-    monkeypatch.setattr(executor._sandbox, "run", counting_run)
+    monkeypatch.setattr(executor.engine.sandbox, "run", counting_run)
     return peak
 
 

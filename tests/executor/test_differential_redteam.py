@@ -1,4 +1,4 @@
-"""Red-team tests of differential fuzzing (executor/differential.py, the fuzzing section of
+"""Red-team tests of differential fuzzing (executor/differential/, the fuzzing section of
 executor/harness/function_runner.py, services/lib/fuzzing): each test plays a hostile tenant and asserts the SAFE
 behaviour: no score above what the candidate's behaviour earns, nothing of the platform in a result, no hang or
 crash of the host side, derivation and generation bounded. A test marked xfail documents a hole that is still open
@@ -16,13 +16,15 @@ import pytest
 from executor.differential import (
     MESSAGE_CAP,
     TEXT_CAP,
+    DifferentialRequest,
     DifferentialResult,
     Outcome,
-    _render,
+    fuzz_pair,
     outcome_of,
     parse_segment,
     values_same,
 )
+from executor.differential.verdict import render
 from executor.run import Executor
 from services.kernel.contracts import Checker, Limits, Mode, TestCase
 from services.lib.fuzzing import SpecError, derive_spec, generate_inputs, generate_repetitions, parse_spec
@@ -92,10 +94,10 @@ def test_decoder_bombs_and_malformed_replies_are_bad_not_crashes() -> None:
         assert outcome_of(frame).kind == "bad", name
     big = outcome_of(huge_int)
     assert big.kind == "value" and big.value.bit_length() == 800_000
-    assert len(_render(big, 1.0)) <= TEXT_CAP
+    assert len(render(big, 1.0)) <= TEXT_CAP
     # An exception claimed with a 1 MiB module name is rendered capped.
     claimed = outcome_of(raised("m" * (1 << 20), "E"))
-    assert len(_render(claimed, 1.0)) <= TEXT_CAP
+    assert len(render(claimed, 1.0)) <= TEXT_CAP
 
 
 def test_equality_rules_give_no_free_match() -> None:
@@ -288,7 +290,7 @@ async def diff(
     mode: Mode = Mode.FUNCTION,
     timeout_rule: TimeoutRule = "paper",
 ) -> DifferentialResult:
-    return await executor.differential(
+    request = DifferentialRequest(
         timeout_rule=timeout_rule,
         tenant="tenant-redteam",
         reference_language="python",
@@ -303,6 +305,7 @@ async def diff(
         checker=Checker(),
         limits=LIMITS,
     )
+    return await fuzz_pair(executor.engine, request)
 
 
 # The candidate process's reply encoder, replaced at import time (it looks it up for each reply): every reply is a

@@ -10,9 +10,9 @@ random names of a run's folders and cgroups, memory and CPU counters, the timing
 each of those does vary between test runs, or is one of the scheduler's counters (context switches, the clock),
 which vary from run to run with the machine's load; even those must stay within the test runs' range.
 
-The fuzzing runs are made by executor/differential.py's own functions (`_function_side`, `_stdio_side`: what
-`Executor.differential` runs each side with); the test runs by `Executor.execute`, the probe's report read from
-its output. Real nsjail, real warm jails, no stubs.
+The fuzzing runs are made by executor/differential's own drivers (`function_side`, `stdio_side`: what `fuzz_pair`
+runs each side with); the test runs by `Executor.execute`, the probe's report read from its output. Real nsjail,
+real warm jails, no stubs.
 """
 
 from __future__ import annotations
@@ -25,9 +25,13 @@ from typing import Any
 
 import pytest
 
-from executor import differential
+from executor.differential import DifferentialRequest, encode_repetitions, fuzz_pair
+from executor.differential.function import function_side
+from executor.differential.sides import Fuzzing
+from executor.differential.stdio import stdio_side
+from executor.engine import Program, jail_plan
 from executor.languages import get_language
-from executor.run import _PYTHON_MAIN, Executor, _encode, _Program, jail_plan
+from executor.run import Executor
 from services.kernel.contracts import Limits, Mode, TestCase
 
 LIMITS = Limits(cpu_time_s=2, wall_time_s=10, memory_mb=256, output_kb=1024, processes=16)
@@ -265,8 +269,8 @@ async def run_tests(executor: Executor, tests: list[TestCase], source: str, mode
     return [[flat(line) for line in test.stdout.splitlines()] for test in result.tests]
 
 
-def plan(source: str, mode: Mode) -> tuple[Any, list[str], _Program]:
-    program = _Program(main=_PYTHON_MAIN, files={_PYTHON_MAIN: _encode(source)})
+def plan(source: str, mode: Mode) -> tuple[Any, list[str], Program]:
+    program = Program.python(source)
     profile, argv = jail_plan(get_language("python"), program.main, mode, LIMITS)
     return profile, argv, program
 
@@ -274,14 +278,14 @@ def plan(source: str, mode: Mode) -> tuple[Any, list[str], _Program]:
 async def fuzz_reports(
     executor: Executor, source: str, mode: Mode, inputs: list[Any], tests: frozenset[int] = frozenset()
 ) -> list[Any]:
-    """Each input's outcome value (the probe's report) from the functions Executor.differential runs a side with."""
+    """Each input's outcome value (the probe's report) from the drivers fuzz_pair runs a side with."""
     profile, argv, program = plan(source, mode)
-    _, lines = differential.encode_repetitions(mode, [inputs])
-    fuzzing = differential._Fuzzing(mode, "probe", 60.0, 5.0, LIMITS)
+    _, lines = encode_repetitions(mode, [inputs])
+    fuzzing = Fuzzing(mode, "probe", 60.0, 5.0, LIMITS)
     if mode == Mode.FUNCTION:
-        report = await differential._function_side(executor, profile, argv, program, fuzzing, lines, [tests])
+        report = await function_side(executor.engine, profile, argv, program, fuzzing, lines, [tests])
     else:
-        report = await differential._stdio_side(executor, profile, argv, program, fuzzing, lines)
+        report = await stdio_side(executor.engine, profile, argv, program, fuzzing, lines)
     outcomes = report.repetitions[0].outcomes
     assert [o.kind for o in outcomes] == ["value" if mode == Mode.FUNCTION else "exited"] * len(inputs), outcomes
     return [o.value for o in outcomes]
@@ -364,7 +368,7 @@ async def test_a_candidate_that_detects_fuzzing_cannot_pay(executor: Executor) -
         entry_point="f", limits=LIMITS,
     )  # fmt: skip
     assert verdict.verdict == "WA"
-    result = await executor.differential(
+    request = DifferentialRequest(
         tenant="tenant-probe",
         reference_language="python",
         reference_source="def f(x):\n    return x\n",
@@ -376,6 +380,7 @@ async def test_a_candidate_that_detects_fuzzing_cannot_pay(executor: Executor) -
         time_budget_s=30.0,
         limits=LIMITS,
     )
+    result = await fuzz_pair(executor.engine, request)
     assert result.status == "ok" and result.df_score == 0.0, result
 
 

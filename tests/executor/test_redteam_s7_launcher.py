@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from executor.languages import _modified_utf8
+from executor.languages import modified_utf8
 from executor.run import Executor
 from services.kernel.contracts import Limits
 from services.lib.sandbox import JailProfile
@@ -51,6 +51,6 @@ async def test_a_class_named_outside_the_basic_multilingual_plane_runs(executor:
 
 def test_modified_utf8_strings_of_a_class_file_are_decoded_as_java_writes_them() -> None:
     # JVMS 4.4.7: NUL is C0 80; U+1D49C is the surrogate pair D835 DC9C, each half in three bytes.
-    assert _modified_utf8(b"A\xc0\x80B") == "A\x00B"
-    assert _modified_utf8(b"\xed\xa0\xb5\xed\xb2\x9c") == "\U0001d49c"
-    assert _modified_utf8("caf\u00e9".encode()) == "caf\u00e9"
+    assert modified_utf8(b"A\xc0\x80B") == "A\x00B"
+    assert modified_utf8(b"\xed\xa0\xb5\xed\xb2\x9c") == "\U0001d49c"
+    assert modified_utf8("caf\u00e9".encode()) == "caf\u00e9"
