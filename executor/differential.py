@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 from executor.harness import function_runner as harness
 from executor.languages import LanguageSpec, get_language
 from services.kernel.contracts import Checker, Language, Limits, Mode
-from services.lib.fuzzing.score import TIMEOUT_RULES, Repetition, TimeoutRule, df_score
+from services.lib.fuzzing import TIMEOUT_RULES, Repetition, TimeoutRule, df_score
 from services.lib.sandbox.jail import JAIL_PROGRAM_DIR, JailProfile, RunResult, printable, unjudged_reason
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from executor.languages import LanguageSpec, Toolchain, get_language, toolchain
 from services.kernel.contracts import Checker, ExecutionResult, Language, Limits, Mode, TestCase, TestResult, Verdict
 from services.kernel.fair import FairSlots
 from services.kernel.text import clean_text
-from services.lib.fuzzing.score import TimeoutRule
+from services.lib.fuzzing import TimeoutRule
 from services.lib.sandbox.jail import (
     INSIDE_ID,
     JAIL_PROGRAM_DIR,

@@ -26,9 +26,8 @@ from services.kernel.plans import SimilarityPlan
 from services.kernel.registry import Task
 from services.kernel.subjects import pair_subject
 from services.lib.codesim import trivially_shared_ngrams
-from services.lib.fuzzing import DEFAULT_REPEATS, SpecError, parse_spec
-from services.lib.fuzzing.score import TimeoutRule
-from services.lib.fuzzing.spec import MAX_INPUTS as MAX_GENERATED_INPUTS
+from services.lib.fuzzing import DEFAULT_REPEATS, SpecError, TimeoutRule, parse_spec
+from services.lib.fuzzing import MAX_INPUTS as MAX_GENERATED_INPUTS
 
 router = APIRouter(prefix="/v1/similarity", tags=["similarity"])
 
