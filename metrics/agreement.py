@@ -29,7 +29,7 @@ from numpy.typing import ArrayLike
 from scipy import stats
 from sklearn import metrics as skm
 
-from metrics._arrays import (
+from metrics.arrays import (
     FloatArray,
     as_float_vector,
     as_ratings_matrix,

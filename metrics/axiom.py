@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn import metrics as skm
 
-from metrics._arrays import IntArray, as_float_vector, check_same_length
+from metrics.arrays import IntArray, as_float_vector, check_same_length
 from metrics.errors import MetricInputError, UndefinedMetricError
 
 SUBTASKS: dict[str, tuple[frozenset[int], frozenset[int]]] = {

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from metrics._arrays import FloatArray, IntArray, as_label_vector
+from metrics.arrays import FloatArray, IntArray, as_label_vector
 from metrics.errors import MetricInputError, UndefinedMetricError
 
 DEFAULT_RESAMPLES = 2000

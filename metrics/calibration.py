@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from metrics._arrays import (
+from metrics.arrays import (
     FloatArray,
     IntArray,
     as_binary_vector,

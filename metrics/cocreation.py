@@ -24,7 +24,7 @@ from lifelines import KaplanMeierFitter
 from numpy.typing import ArrayLike, NDArray
 from rapidfuzz.distance import Levenshtein
 
-from metrics._arrays import (
+from metrics.arrays import (
     BoolArray,
     IntArray,
     as_binary_vector,

@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike
 from sklearn import metrics as skm
 from sklearn.model_selection import GroupKFold
 
-from metrics._arrays import (
+from metrics.arrays import (
     FloatArray,
     IntArray,
     as_binary_vector,

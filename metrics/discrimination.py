@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn import metrics as skm
 
-from metrics._arrays import (
+from metrics.arrays import (
     FloatArray,
     IntArray,
     as_binary_vector,

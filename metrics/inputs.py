@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from metrics import calibration, decisions, discrimination, perturbation
-from metrics._arrays import (
+from metrics.arrays import (
     FloatArray,
     IntArray,
     as_binary_vector,

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from metrics._arrays import FloatArray, as_label_vector, label_codes
+from metrics.arrays import FloatArray, as_label_vector, label_codes
 from metrics.bootstrap import ClusterResamples, bootstrap_loop, draw_resamples, percentile_interval
 from metrics.errors import MetricInputError, UndefinedMetricError
 from metrics.inputs import Inputs, integer_param

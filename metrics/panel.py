@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from metrics._arrays import FloatArray, IntArray, as_float_vector, as_ratings_matrix
+from metrics.arrays import FloatArray, IntArray, as_float_vector, as_ratings_matrix
 from metrics.errors import MetricInputError
 
 PANEL_STATUS = "ok"

@@ -21,8 +21,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn import metrics as skm
 
-from metrics._arrays import BoolArray, FloatArray, as_float_vector, as_label_vector, check_same_length
 from metrics.agreement import spearman
+from metrics.arrays import BoolArray, FloatArray, as_float_vector, as_label_vector, check_same_length
 from metrics.errors import MetricInputError, UndefinedMetricError
 
 # The arms by their string values (the platform's `Arm` enumeration; this library imports nothing of the platform).

@@ -68,7 +68,7 @@ from typing import Any
 
 from numpy.typing import ArrayLike
 
-from metrics._arrays import FloatArray
+from metrics.arrays import FloatArray
 from metrics.bootstrap import paired_difference, percentile_interval
 from metrics.errors import MetricInputError, UndefinedMetricError
 from metrics.inputs import Inputs, number_param

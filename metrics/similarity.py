@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
-from metrics._arrays import (
+from metrics.arrays import (
     BoolArray,
     FloatArray,
     as_binary_vector,

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from metrics import agreement, axiom, calibration, cocreation, decisions, discrimination, perturbation, similarity
-from metrics._arrays import FloatArray
+from metrics.arrays import FloatArray
 from metrics.errors import MetricInputError
 from metrics.inputs import Inputs, choice_param, integer_param, number_param
 

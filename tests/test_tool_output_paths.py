@@ -77,7 +77,7 @@ REVIEWED: dict[tuple[str, str, str], str] = {
         "a public test's output only (hidden tests' are blanked), clipped"
     ),
     ("services/perturb/axiom/calibration.py", "execution_report", "stderr"): "same: public tests only, clipped",
-    ("services/perturb/worker.py", "prepare_calibration", "compile_output"): (
+    ("services/perturb/benchmark.py", "prepare_calibration", "compile_output"): (
         "the stored, sanitised build output, passed to the calibration report"
     ),
 }

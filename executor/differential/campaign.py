@@ -19,7 +19,7 @@ from executor.differential.verdict import DifferentialResult, compare
 from executor.engine import Engine, Program, jail_plan
 from executor.languages import LanguageSpec, get_language
 from services.kernel.contracts import Checker, Language, Limits, Mode
-from services.lib.fuzzing.score import TIMEOUT_RULES, TimeoutRule
+from services.lib.fuzzing import TIMEOUT_RULES, TimeoutRule
 from services.lib.sandbox import printable
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from executor.differential.sides import MESSAGE_CAP, SIDES, SideReport
 from executor.differential.values import DIED, LOAD_FAILED, MEMORY, UNREADABLE, Iterated, Outcome, outcomes_match
 from executor.harness import function_runner as harness
 from services.kernel.contracts import Checker, Mode
-from services.lib.fuzzing.score import Repetition, TimeoutRule, df_score
+from services.lib.fuzzing import Repetition, TimeoutRule, df_score
 from services.lib.sandbox import printable
 
 MAX_COUNTEREXAMPLES = 3

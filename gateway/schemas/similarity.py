@@ -11,9 +11,8 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from gateway.schemas.common import RequestBody, SourceCode, check_source_size, json_problem, python_identifier
 from metrics.reports import similarity as similarity_report
 from services.kernel.contracts import Language, Mode
-from services.lib.fuzzing import DEFAULT_REPEATS
-from services.lib.fuzzing.score import TimeoutRule
-from services.lib.fuzzing.spec import MAX_INPUTS as MAX_GENERATED_INPUTS
+from services.lib.fuzzing import DEFAULT_REPEATS, TimeoutRule
+from services.lib.fuzzing import MAX_INPUTS as MAX_GENERATED_INPUTS
 
 # One request's work is bounded: inputs per repetition, repetitions, time per repetition, pairs per dataset.
 MAX_INPUTS = 10_000

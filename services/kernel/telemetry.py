@@ -150,8 +150,9 @@ judge_trust_report_time = Gauge(
 mutants_created = Counter(
     "tribunal_mutants_created_total", "Mutants made by the perturbation generator, by arm.", ["language", "arm"]
 )
-# What verifying a mutant found (services/perturb/worker.py): it did not build, it hit an internal error, its arm held
-# (`confirmed`), a semantic mutant still passes every test (`equivalent_suspect`) or a control fails (`operator_bug`).
+# What verifying a mutant found (services/perturb/verification.py): it did not build, it hit an internal error, its
+# arm held (`confirmed`), a semantic mutant still passes every test (`equivalent_suspect`) or a control fails
+# (`operator_bug`).
 MUTANT_OUTCOMES = ("unbuilt", "internal_error", "confirmed", "equivalent_suspect", "operator_bug")
 mutants_verified = Counter(
     "tribunal_mutants_verified_total",

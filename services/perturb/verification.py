@@ -1,7 +1,12 @@
 """What a mutant's execution says about it, checked against its arm (goes beyond paper 001, whose defects were only
 intended, VII(iv)): a mutant that does not compile is discarded, a semantic mutant that still passes every test is
 a suspected equivalent mutant, and a control that fails any test is an operator bug (controls must preserve
-behaviour)."""
+behaviour).
+
+`verify_mutant` is the verify stage of every mutant (services/kernel/registry.py): it reads the mutant's execution
+and records what it says against the arm (`verify`); a mutant that did not build or run to a verdict ends there,
+unjudged. A program synthesised by AXIOM is kept only if its test outcome matches its target score (`axiom_kept`);
+one that does not is marked not kept and ends there, unjudged, and its slot draws again (synthesis.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +14,15 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from services.kernel.contracts import Arm, Verdict
+from sqlalchemy import select
+
+from services.kernel import attempts, queue, telemetry
+from services.kernel.contracts import Arm, Stage, Verdict
+from services.kernel.db import session_scope
+from services.kernel.models import Execution
+from services.kernel.registry import Task
 from services.perturb.axiom.synthesis import target_matches
+from services.perturb.synthesis import advance, settle_draw
 
 
 @dataclass(frozen=True)
@@ -47,3 +59,54 @@ def axiom_kept(record: Mapping[str, Any], verdict: str | None) -> bool:
     nothing). A 0-point pair (III-B4) is kept whatever its execution says: it is incorrect by definition."""
     target = int(record["target_score"])
     return True if target == 0 else target_matches(target, verdict)
+
+
+@queue.task(Task.VERIFY_MUTANT)
+async def verify_mutant(ctx: dict[str, Any], attempt_id: str) -> None:
+    """The verify stage of a mutant: its execution checked against its arm; unbuilt or unrun mutants end here.
+    A synthesised program (an `axiom` record) is kept only if its test outcome matches its target score; if not, it
+    ends here unjudged, marked not kept, and its slot draws again."""
+    synthesis_job: str | None = None
+    async with session_scope() as session:
+        mutant = await attempts.claim(session, attempt_id, Stage.VERIFY)
+        if mutant is None:
+            return
+        verdict = await session.scalar(
+            select(Execution.verdict).where(Execution.attempt_id == attempt_id, Execution.run == 0)
+        )
+        findings = verify(mutant.arm, verdict)
+        arm = mutant.arm or "none"
+        mutation = {**(mutant.mutation or {}), "verification": findings.as_json()}
+        record = mutation.get("axiom")
+        values: dict[str, Any] = {}
+        if isinstance(record, dict):
+            kept = axiom_kept(record, verdict)
+            mutation["axiom"] = {**record, "kept": kept}
+            last = not kept
+            if kept:  # the ground-truth score the `axiom` report reads (`label_score`)
+                values["label"] = {**(mutant.label or {}), "score": int(record["target_score"])}
+        else:
+            last = not findings.verified
+        moved, following = await attempts.finish_stage(
+            session, attempt_id, Stage.VERIFY, last=last, mutation=mutation, **values
+        )
+        # A program drawn for a slot settles its draw (0-point pairs are not drawn: they fill no slot).
+        if moved and isinstance(record, dict) and record.get("draw") is not None and mutant.job_id is not None:
+            synthesis_job = mutant.job_id
+            await settle_draw(session, synthesis_job, str(record["slot"]), int(record["draw"]), kept=not last)
+    await attempts.after_stage(attempt_id, moved, following, tenant=mutant.tenant)
+    if moved:
+        telemetry.mutants_verified.labels(arm, _verification_outcome(findings)).inc()
+    if synthesis_job is not None:
+        await advance(synthesis_job)
+
+
+def _verification_outcome(findings: Verification) -> str:
+    """One bounded word for a mutant's verification (telemetry): did it run, and did its arm hold."""
+    if not findings.verified:
+        return "unbuilt" if not findings.compiles else "internal_error"
+    if findings.equivalent_suspect:
+        return "equivalent_suspect"
+    if findings.operator_bug:
+        return "operator_bug"
+    return "confirmed"

@@ -30,7 +30,7 @@ from services.lib.codesim import (
     codebleu,
     codebleu_score,
 )
-from services.lib.codesim.code_bleu import _deterministic_sets
+from services.lib.codesim.code_bleu import deterministic_sets
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,7 +88,7 @@ def components(score: CodeBleuScore) -> tuple[float, float, float, float]:
 @contextmanager
 def sorted_name_sets(language: str) -> Iterator[None]:
     """The package's own data-flow code with the library's one change: sets of names iterate sorted."""
-    with _deterministic_sets([get_data_flow, dfg_function[language]]):
+    with deterministic_sets([get_data_flow, dfg_function[language]]):
         yield
 
 

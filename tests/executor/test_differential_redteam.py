@@ -27,9 +27,15 @@ from executor.differential import (
 from executor.differential.verdict import render
 from executor.run import Executor
 from services.kernel.contracts import Checker, Limits, Mode, TestCase
-from services.lib.fuzzing import SpecError, derive_spec, generate_inputs, generate_repetitions, parse_spec
-from services.lib.fuzzing.score import TimeoutRule
-from services.lib.fuzzing.spec import MAX_TOTAL_INPUT_BYTES
+from services.lib.fuzzing import (
+    MAX_TOTAL_INPUT_BYTES,
+    SpecError,
+    TimeoutRule,
+    derive_spec,
+    generate_inputs,
+    generate_repetitions,
+    parse_spec,
+)
 from tests.executor.conftest import dispose, make_executor, our_cgroups, processes_of, settle
 
 SANDBOX_UID = 64131

@@ -5,8 +5,20 @@ from __future__ import annotations
 import pytest
 
 from services.kernel.contracts import Mode, TestCase
-from services.lib.fuzzing import FunctionSpec, SpecError, StdinSpec, derive_spec, generate_inputs, violations
-from services.lib.fuzzing.spec import FloatType, IntType, ListType, OneOfType, StrType, TupleType
+from services.lib.fuzzing import (
+    FloatType,
+    FunctionSpec,
+    IntType,
+    ListType,
+    OneOfType,
+    SpecError,
+    StdinSpec,
+    StrType,
+    TupleType,
+    derive_spec,
+    generate_inputs,
+    violations,
+)
 
 
 def _function(source: str | None, entry: str | None, *tests: TestCase) -> FunctionSpec:

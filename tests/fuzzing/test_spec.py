@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from services.lib.fuzzing import FunctionSpec, SpecError, StdinSpec, parse_spec
-from services.lib.fuzzing.spec import MAX_DEPTH, IntType, ListType, worst_case_bytes
+from services.lib.fuzzing import FunctionSpec, IntType, ListType, SpecError, StdinSpec, parse_spec
+from services.lib.fuzzing.values import MAX_DEPTH, worst_case_bytes
 
 
 def _fn(*types: dict[str, Any], relations: list[dict[str, Any]] | None = None) -> dict[str, Any]:

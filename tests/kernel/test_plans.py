@@ -264,8 +264,9 @@ def test_the_plans_vocabulary_is_the_libraries() -> None:
     from typing import get_args
 
     from metrics.reports.similarity import Protocol
-    from services.lib.fuzzing.score import DEFAULT_REPEATS, TIMEOUT_RULES
-    from services.perturb.axiom.synthesis import PAPER_M, PAPER_SELECT_M
+    from services.lib.fuzzing import DEFAULT_REPEATS, TIMEOUT_RULES
+    from services.perturb.axiom.selection import PAPER_SELECT_M
+    from services.perturb.axiom.synthesis import PAPER_M
 
     assert get_args(SimilarityProtocol) == get_args(Protocol)
     assert get_args(TimeoutRule) == TIMEOUT_RULES

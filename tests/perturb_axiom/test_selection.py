@@ -12,21 +12,25 @@ import pytest
 from services.kernel.contracts import Arm, Verdict
 from services.lib.codesim import normalized_edit_distance
 from services.lib.mutation.axiom_rules import load_rules
-from services.perturb.axiom.synthesis import (
-    Candidate,
+from services.perturb.axiom.disruption import (
     ProgramRef,
     RequirementPrograms,
-    ScoredProgram,
-    SyntaxCheck,
-    TokenDistance,
     context_disruption,
     cosine_distances,
-    export_record,
-    farthest_point_selection,
     sample_disruptors,
-    score_entropy,
-    select_representatives,
     softmax_probabilities,
+)
+from services.perturb.axiom.selection import (
+    ScoredProgram,
+    TokenDistance,
+    farthest_point_selection,
+    select_representatives,
+)
+from services.perturb.axiom.synthesis import (
+    Candidate,
+    SyntaxCheck,
+    export_record,
+    score_entropy,
     target_matches,
     to_jsonl,
     to_new_mutant,

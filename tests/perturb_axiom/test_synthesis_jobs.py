@@ -26,7 +26,7 @@ from services.kernel.pending import synthesis_work
 from services.kernel.plans import SynthesisPlan, SynthesisRequirement
 from services.kernel.registry import Task
 from services.lib.llm import Answer, Failure, LLMRequest
-from services.perturb import worker
+from services.perturb import llms, worker
 from tests.databases import BACKENDS, migrated_database
 
 PROBLEM: dict[str, Any] = {
@@ -136,7 +136,7 @@ async def test_every_step_runs_once_and_the_pending_query_names_the_next(
     database: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runner = FakeRunner()
-    monkeypatch.setattr(worker, "_runners", lambda _ctx, _names: [runner])
+    monkeypatch.setattr(llms, "runners", lambda _ctx, _names: [runner])
     job_id, seed_id = await _setup()
     t4, t2 = f"r0:t4:0:0@{job_id}", f"r0:t2:0:0@{job_id}"
     job, units, _ = await _state(job_id)

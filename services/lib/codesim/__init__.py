@@ -17,6 +17,9 @@ offline judges (judge/offline/reference.py) map these values to their 0..5 score
   (`services/lib/codesim/crystal.py`).
 - `reference_metrics`: the per-pair metrics a similarity job reports (codebleu, crystalbleu, chrf, edit_similarity),
   `services/lib/codesim/reference.py`.
+
+This `__init__` is the library's public surface: callers outside it import from `services.lib.codesim`; the modules
+inside import one another directly (the lexer and comment test of `tokens.py` among them), never the package.
 """
 
 from services.lib.codesim.code_bleu import CodeBleuRecipe, CodeBleuScore, GrammarUnavailable, codebleu, codebleu_score

@@ -176,7 +176,7 @@ class _SortedNameSet(set[Any]):
 
 
 @contextmanager
-def _deterministic_sets(functions: Iterable[Callable[..., Any]]) -> Iterator[None]:
+def deterministic_sets(functions: Iterable[Callable[..., Any]]) -> Iterator[None]:
     """While held, the name `set` in the modules defining `functions` is `_SortedNameSet` (module globals shadow
     the builtin); restored after. One holder at a time (a process-wide lock)."""
     namespaces = list({id(function.__globals__): function.__globals__ for function in functions}.values())
@@ -218,7 +218,7 @@ def _dataflow_match(reference: str, candidate: str, language: str, grammar: Any)
         reference = remove_comments_and_docstrings(reference, language)
     except Exception:
         pass
-    with _deterministic_sets([get_data_flow, extractor]):
+    with deterministic_sets([get_data_flow, extractor]):
         cand_dfg = get_data_flow(candidate, [parser, extractor])
         ref_dfg = get_data_flow(reference, [parser, extractor])
     normalized_cand = normalize_dataflow(cand_dfg)

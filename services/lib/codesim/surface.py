@@ -115,7 +115,7 @@ from typing import Any, Literal
 from rapidfuzz.distance import Levenshtein
 
 from services.kernel.contracts import Language
-from services.lib.codesim.tokens import _is_comment, _lexer, check_language, code_token_types
+from services.lib.codesim.tokens import check_language, code_token_types, is_comment_token, lexer
 
 AstBasis = Literal["ast", "tokens"]
 
@@ -280,8 +280,8 @@ def _python_normalized(source: str) -> str:
 
 def _pygments_normalized(source: str, language: str) -> str:
     parts: list[str] = []
-    for token_type, value in _lexer(language).get_tokens(source):
-        if _is_comment(token_type) or not value.strip():
+    for token_type, value in lexer(language).get_tokens(source):
+        if is_comment_token(token_type) or not value.strip():
             parts.append("\n" if "\n" in value else "")  # a comment or whitespace keeps only its line break
         else:
             parts.append(value)

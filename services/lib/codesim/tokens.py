@@ -32,12 +32,13 @@ def check_language(language: str) -> Language:
 
 
 @cache
-def _lexer(language: str) -> Lexer:
-    # The project's ids are also Pygments lexer names.
+def lexer(language: str) -> Lexer:
+    """The Pygments lexer of a language (the project's ids are also Pygments lexer names), made once."""
     return get_lexer_by_name(language)
 
 
-def _is_comment(token_type: _TokenType) -> bool:
+def is_comment_token(token_type: _TokenType) -> bool:
+    """Whether a Pygments token is a comment (preprocessor directives and the like, which are code, are not)."""
     return token_type in Comment and not any(token_type in kept for kept in _CODE_COMMENT_TYPES)
 
 
@@ -52,9 +53,9 @@ def code_tokens(source: str, language: str) -> list[str]:
     """
     check_language(language)
     tokens = []
-    for token_type, value in _lexer(language).get_tokens(source):
+    for token_type, value in lexer(language).get_tokens(source):
         text = value.strip()
-        if text and not _is_comment(token_type):
+        if text and not is_comment_token(token_type):
             tokens.append(text)
     return tokens
 
@@ -68,8 +69,8 @@ def code_token_types(source: str, language: str) -> list[str]:
     """
     check_language(language)
     types = []
-    for token_type, value in _lexer(language).get_tokens(source):
-        if value.strip() and not _is_comment(token_type):
+    for token_type, value in lexer(language).get_tokens(source):
+        if value.strip() and not is_comment_token(token_type):
             types.append(str(token_type))
     return types
 
@@ -83,8 +84,8 @@ def blank_comments(source: str, language: str) -> str:
     """
     check_language(language)
     parts = []
-    for token_type, value in _lexer(language).get_tokens(source):
-        if _is_comment(token_type):
+    for token_type, value in lexer(language).get_tokens(source):
+        if is_comment_token(token_type):
             parts.append("\n" * value.count("\n") or " ")
         else:
             parts.append(value)

@@ -7,29 +7,33 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from services.lib.fuzzing.relations import (
+    Compare,
+    LengthOf,
+)
 from services.lib.fuzzing.spec import (
     Block,
-    BoolType,
-    Compare,
-    DictType,
     FloatToken,
-    FloatType,
     FunctionSpec,
     IntToken,
-    IntType,
-    LengthOf,
     Line,
+    StdinSpec,
+    float_grid,
+    parse_spec,
+    token_chars,
+)
+from services.lib.fuzzing.values import (
+    BoolType,
+    DictType,
+    FloatType,
+    IntType,
     ListType,
     NoneType,
     OneOfType,
     SetType,
-    StdinSpec,
     StrType,
     TupleType,
     alphabet_chars,
-    float_grid,
-    parse_spec,
-    token_chars,
 )
 
 _MAX_MESSAGES = 20

@@ -3,7 +3,7 @@
 A spec compiles to a *sampler*: a function of a `Draws` source of primitive choices (integer in a range, float,
 boolean, collection length, index, string over characters). Two sources implement it:
 
-- `SeededDraws` (services/lib/fuzzing/_hypothesis.py): Hypothesis's own primitive provider, seeded; what
+- `SeededDraws` (services/lib/fuzzing/hypothesis_backend.py): Hypothesis's own primitive provider, seeded; what
   `generate_inputs` uses (about 20 us per HumanEval-style input).
 - `StrategyDraws`: ordinary Hypothesis strategies inside ``st.composite``; what `strategy_for(spec)` returns, a real
   ``SearchStrategy`` for ``@given`` (it shrinks), with the same semantics since it runs the same sampler.
@@ -20,34 +20,36 @@ from typing import Any, Protocol, overload
 
 from hypothesis import strategies as st
 
-from services.lib.fuzzing._hypothesis import SeededDraws
+from services.lib.fuzzing.hypothesis_backend import SeededDraws
 from services.lib.fuzzing.relations import RelationPlan
 from services.lib.fuzzing.score import repetition_seed
 from services.lib.fuzzing.spec import (
-    MAX_INPUTS,
-    MAX_TOTAL_INPUT_BYTES,
     Block,
-    BoolType,
-    DictType,
     FloatToken,
-    FloatType,
     FunctionSpec,
     IntToken,
-    IntType,
     Line,
+    StdinSpec,
+    float_grid,
+    parse_spec,
+    token_chars,
+)
+from services.lib.fuzzing.values import (
+    MAX_INPUTS,
+    MAX_TOTAL_INPUT_BYTES,
+    BoolType,
+    DictType,
+    FloatType,
+    IntType,
     ListType,
     NoneType,
     OneOfType,
     SetType,
     SpecError,
-    StdinSpec,
     StrType,
     TupleType,
     alphabet_chars,
     domain_size,
-    float_grid,
-    parse_spec,
-    token_chars,
 )
 
 FunctionInput = list[Any]
@@ -165,7 +167,7 @@ def function_sampler(spec: FunctionSpec) -> Callable[[Draws], FunctionInput]:
     plain = [value_sampler(a.type) for a in spec.args]
     if not spec.relations:
         return lambda d: [s(d) for s in plain]
-    plan = RelationPlan.build(spec)
+    plan = RelationPlan.build(spec.args, spec.relations)
     container_of_var = plan.container_of_var
     aliases = {var: plan.aliases(var) for var in container_of_var}
     sized = {c: sized_sampler(spec.args[c].type) for c in container_of_var.values()}

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.kernel.contracts import Mode, TestCase
-from services.lib.fuzzing.derive import _literal_calls
+from services.lib.fuzzing.literals import literal_calls
 from services.lib.fuzzing.score import repetition_seed
 
 # At most this many test inputs join each repetition (a problem with more tests contributes its first ones).
@@ -39,7 +39,7 @@ def inputs_of_tests(mode: Mode, entry_point: str | None, tests: Sequence[TestCas
         callees = {"candidate"} | ({entry_point} if entry_point else set())
         for test in tests:
             if test.code is not None:
-                found.extend(_literal_calls(test.code, callees))
+                found.extend(literal_calls(test.code, callees))
             elif isinstance(test.input, list):
                 found.append(list(test.input))
     unique: list[Any] = []

@@ -12,22 +12,44 @@ inside its current interval, so every relation holds by construction.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
-from services.lib.fuzzing.spec import (
-    Compare,
+from pydantic import Field
+
+from services.lib.fuzzing.values import (
+    Arg,
     DictType,
     FloatType,
-    FunctionSpec,
+    Identifier,
     IntType,
-    LengthOf,
     ListType,
     SetType,
     SpecError,
+    SpecModel,
     container_length_range,
     domain_size,
 )
+
+
+class LengthOf(SpecModel):
+    """The int argument ``arg`` equals ``len(of)``."""
+
+    kind: Literal["length_of"] = "length_of"
+    arg: Identifier
+    of: Identifier
+
+
+class Compare(SpecModel):
+    """``left <= right`` (``le``) or ``left < right`` (``lt``), both numeric arguments."""
+
+    kind: Literal["le", "lt"]
+    left: Identifier
+    right: Identifier
+
+
+Relation = Annotated[LengthOf | Compare, Field(discriminator="kind")]
 
 Num = int | float
 Kind = Literal["int", "float"]
@@ -81,39 +103,40 @@ class RelationPlan:
     length_of: dict[int, int] = field(default_factory=dict)  # int arg index -> container arg index
 
     @classmethod
-    def build(cls, spec: FunctionSpec) -> RelationPlan:
-        index = {a.name: i for i, a in enumerate(spec.args)}
+    def build(cls, args: Sequence[Arg], relations: Sequence[LengthOf | Compare]) -> RelationPlan:
+        """The plan of a function spec's arguments and relations; `SpecError` if they cannot all hold."""
+        index = {a.name: i for i, a in enumerate(args)}
         var_of_arg: dict[int, str] = {}
         kinds: dict[str, Kind] = {}
         bounds: dict[str, tuple[Num, Num]] = {}
         length_of: dict[int, int] = {}
-        for rel in spec.relations:
+        for rel in relations:
             if isinstance(rel, LengthOf):
                 c, n = index[rel.of], index[rel.arg]
                 var = f"len({rel.of})"
                 if var not in bounds:
-                    lo, hi = container_length_range(spec.args[c].type)
-                    bounds[var] = (lo, min(hi, distinct_cap(spec.args[c].type)))
+                    lo, hi = container_length_range(args[c].type)
+                    bounds[var] = (lo, min(hi, distinct_cap(args[c].type)))
                     kinds[var] = "int"
                     var_of_arg[c] = var
-                t = spec.args[n].type
+                t = args[n].type
                 assert isinstance(t, IntType)
                 low, high = bounds[var]
                 bounds[var] = (max(low, t.min), min(high, t.max))
                 var_of_arg[n] = var
                 length_of[n] = c
-        for rel in spec.relations:
+        for rel in relations:
             if isinstance(rel, Compare):
                 for name in (rel.left, rel.right):
                     i = index[name]
                     if i not in var_of_arg:
-                        t = spec.args[i].type
+                        t = args[i].type
                         assert isinstance(t, IntType | FloatType)
                         var_of_arg[i] = name
                         kinds[name] = "int" if isinstance(t, IntType) else "float"
                         bounds[name] = (t.min, t.max)
         edges: list[Edge] = []
-        for j, rel in enumerate(spec.relations):
+        for j, rel in enumerate(relations):
             if isinstance(rel, Compare):
                 left, right = var_of_arg[index[rel.left]], var_of_arg[index[rel.right]]
                 if left == right:

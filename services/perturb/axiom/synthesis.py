@@ -1,7 +1,9 @@
-"""AXIOM's quality-constrained semantic perturbation and representative selection (paper 000, III-B, III-C1).
+"""AXIOM's quality-constrained semantic perturbation (paper 000, III-B1 to III-B3).
 
-Pure functions, or async functions whose only dependency is injected (an LLM `Runner`, an embedding callable): no
-database, no queue. The perturb worker plugs them in; docs/axiom.md describes the protocol and every constant.
+Pure functions, or async functions whose only dependency is injected (an LLM `Runner`): no database, no queue. The
+perturb service's synthesis job (services/perturb/synthesis.py) plugs them in; docs/axiom.md describes the protocol
+and every constant. Context disruption (III-B4) is `disruption.py`'s, representative selection (III-C1)
+`selection.py`'s.
 
 - Rule sequences (III-B1): `sample_rule_sequence` draws u_1..u_N with min_i c(u_i) = the target score, from a
   seed string through `random.Random` (never `hash()`), so a draw is the same in every process.
@@ -10,10 +12,6 @@ database, no queue. The perturb worker plugs them in; docs/axiom.md describes th
   does it with the ceiling-5 rules. The result is a `Candidate` (code passed through as the LLM wrote it, with a
   syntax label; compiling and testing are the executor's) or a `Rejection` of a fixed `FailureKind`.
 - Keeping a candidate (III-B3): `target_matches(target, verdict)`: 3-5 must pass every test, 1-2 fail one.
-- Context disruption (III-B4): `cosine_distances`, `softmax_probabilities` (tau = 0.03), `sample_disruptors`,
-  `context_disruption` (0-point pairs of a program with a distant requirement).
-- Representative selection (III-C1): `farthest_point_selection` over normalised token edit distance
-  (`TokenDistance`, the same quantity as `services.lib.codesim.normalized_edit_distance`), `select_representatives`.
 - Export (IV-B): `score_entropy` (normalised Shannon entropy); the record shape (`AxiomRecord`, `to_jsonl`) is in
   `services/lib/mutation/axiom_records.py`, where the gateway serves the export from, and is re-exported here.
 """
@@ -24,21 +22,18 @@ import ast
 import importlib
 import random
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from functools import cache
 from typing import Any
 
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 from pydantic import BaseModel, ConfigDict, Field
-from rapidfuzz.distance import Levenshtein
 
 from metrics.agreement import normalised_entropy
 from services.kernel.attempts import NewMutant
 from services.kernel.contracts import Arm, Condition, Language, Verdict
-from services.lib.codesim import code_tokens
 from services.lib.llm import Answer, Failure, LLMRequest, Message, ReplySchema, Runner
 from services.lib.mutation.axiom_records import AxiomRecord, export_record, to_jsonl  # noqa: F401
 from services.lib.mutation.axiom_rules import Rule, RuleSet, load_rules, post_perturbation_score
@@ -47,9 +42,7 @@ from services.perturb.axiom.sequences import DEFAULT_MAX_RULES, derive_seed, sam
 # --- constants (paper 000) ---------------------------------------------------------------------------------------
 
 PROMPT_VERSION = "axiom-1"  # part of every LLM request's cache scope; bump when a prompt changes
-DISRUPTION_TAU = 0.03  # III-B4: softmax temperature over cosine distances
 PAPER_M = 2  # IV-A: programs per target score per requirement (and the 5-point pool size)
-PAPER_SELECT_M = 90  # IV-A: representatives per data source per target score
 PAPER_LLM_TEMPERATURE = 0.3  # IV-A: sampling temperature of the perturbation LLMs
 PAPER_MAX_OUTPUT_TOKENS = 8192  # IV-A: output token limit of the perturbation LLMs
 PASSING_TARGETS = frozenset({3, 4, 5})  # III-B3 (and III-B2 for 5): must pass every test
@@ -483,216 +476,6 @@ def to_new_mutant(
         conditions=tuple(conditions),
         mutation=candidate.record(),
     )
-
-
-# --- III-B4: context disruption ---------------------------------------------------------------------------------
-
-
-def cosine_distances(embeddings: ArrayLike) -> NDArray[np.float64]:
-    """D_ij = 1 - E_i . E_j / (|E_i| |E_j|), in [0, 2] (III-B4)."""
-    matrix = np.asarray(embeddings, dtype=np.float64)
-    if matrix.ndim != 2 or matrix.shape[0] == 0:
-        raise ValueError("embeddings must be a non-empty 2-D array, one row per requirement")
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    if np.any(norms == 0):
-        raise ValueError("an embedding has zero length; cosine distance is undefined")
-    unit = matrix / norms
-    return np.clip(1.0 - unit @ unit.T, 0.0, 2.0)
-
-
-def softmax_probabilities(distances: ArrayLike, tau: float = DISRUPTION_TAU) -> NDArray[np.float64]:
-    """P_j = exp(D_j / tau) / sum_k exp(D_k / tau) over the given distances (III-B4), computed stably."""
-    row = np.asarray(distances, dtype=np.float64)
-    if tau <= 0:
-        raise ValueError("the temperature must be positive")
-    if row.ndim != 1 or row.size == 0:
-        raise ValueError("distances must be a non-empty 1-D array")
-    scaled = row / tau
-    weights = np.exp(scaled - scaled.max())
-    return np.asarray(weights / weights.sum(), dtype=np.float64)
-
-
-def sample_disruptors(
-    distances: ArrayLike,
-    index: int,
-    m: int,
-    seed: str,
-    *,
-    tau: float = DISRUPTION_TAU,
-    eligible: Sequence[bool] | None = None,
-) -> list[int]:
-    """M distinct requirements for requirement `index`, drawn by softmax over its row of D (III-B4).
-
-    Draws are sequential without replacement: each draw is a softmax over the requirements not yet drawn, which is
-    the paper's P_ij renormalised over what is left. `index` itself is never drawn (a program is not unrelated to
-    its own requirement), nor a requirement marked not `eligible` (e.g. one without programs). Fewer than M come
-    back when fewer are eligible. Reproducible from `seed`.
-    """
-    matrix = np.asarray(distances, dtype=np.float64)
-    n = matrix.shape[0]
-    if matrix.shape != (n, n) or not 0 <= index < n:
-        raise ValueError("distances must be square and index one of its rows")
-    pool = [j for j in range(n) if j != index and (eligible is None or eligible[j])]
-    rng = random.Random(derive_seed("axiom-disrupt", seed, index))
-    chosen: list[int] = []
-    while pool and len(chosen) < m:
-        probabilities = softmax_probabilities(matrix[index, pool], tau)
-        u = rng.random()
-        position = int(np.searchsorted(np.cumsum(probabilities), u, side="right"))
-        position = min(position, len(pool) - 1)
-        chosen.append(pool.pop(position))
-    return chosen
-
-
-@dataclass(frozen=True)
-class ProgramRef:
-    """A program of a requirement, as context disruption and selection see it."""
-
-    program_id: str
-    code: str
-    language: str
-
-
-@dataclass(frozen=True)
-class RequirementPrograms:
-    """A requirement and its programs (any score: III-B4 pairs "one of its associated programs")."""
-
-    requirement_id: str
-    text: str
-    programs: Sequence[ProgramRef] = field(default_factory=tuple)
-
-
-@dataclass(frozen=True)
-class ZeroPair:
-    """A 0-point program: `program` (written for `source_requirement_id`) paired with `requirement_id`."""
-
-    requirement_id: str
-    source_requirement_id: str
-    program: ProgramRef
-    distance: float
-    probability: float  # its first-draw softmax probability (III-B4's P_ij, renormalised without i)
-
-    score: int = 0
-
-
-def context_disruption(
-    requirements: Sequence[RequirementPrograms],
-    embed: Callable[[Sequence[str]], ArrayLike],
-    m: int,
-    seed: str,
-    *,
-    tau: float = DISRUPTION_TAU,
-) -> list[ZeroPair]:
-    """0-point programs (III-B4): embed every requirement, take cosine distances, and for each requirement r_i
-    sample M distinct requirements by softmax (tau) over distances; for each, pick one of its programs at random
-    and pair it with r_i. `embed` maps texts to vectors (e.g. `MiniLMEmbedder`)."""
-    if not requirements:
-        return []
-    vectors = np.asarray(embed([requirement.text for requirement in requirements]), dtype=np.float64)
-    if vectors.shape[0] != len(requirements):
-        raise ValueError("embed must return one vector per requirement")
-    distances = cosine_distances(vectors)
-    eligible = [bool(requirement.programs) for requirement in requirements]
-    pairs: list[ZeroPair] = []
-    for i, requirement in enumerate(requirements):
-        pool = [j for j in range(len(requirements)) if j != i and eligible[j]]
-        if not pool:
-            continue
-        first_draw = dict(zip(pool, softmax_probabilities(distances[i, pool], tau), strict=True))
-        rng = random.Random(derive_seed("axiom-disrupt-program", seed, requirement.requirement_id))
-        for j in sample_disruptors(
-            distances, i, m, derive_seed(seed, requirement.requirement_id), tau=tau, eligible=eligible
-        ):
-            source = requirements[j]
-            program = source.programs[rng.randrange(len(source.programs))]
-            pairs.append(
-                ZeroPair(
-                    requirement.requirement_id,
-                    source.requirement_id,
-                    program,
-                    float(distances[i, j]),
-                    float(first_draw[j]),
-                )
-            )
-    return pairs
-
-
-# --- III-C1: representative selection --------------------------------------------------------------------------
-
-
-class TokenDistance:
-    """L_ij: the token edit distance between programs i and j (Pygments tokens without comments and whitespace)
-    normalised by the longer stream: exactly `services.lib.codesim.normalized_edit_distance`, with each program
-    tokenised once instead of once per pair. Programs in different languages are at distance 1."""
-
-    def __init__(self, programs: Sequence[ProgramRef]) -> None:
-        self.programs = programs
-        self._tokens: dict[int, list[str]] = {}
-
-    def tokens(self, index: int) -> list[str]:
-        if index not in self._tokens:
-            program = self.programs[index]
-            self._tokens[index] = code_tokens(program.code, program.language)
-        return self._tokens[index]
-
-    def __call__(self, i: int, j: int) -> float:
-        if self.programs[i].language != self.programs[j].language:
-            return 1.0
-        first, second = self.tokens(i), self.tokens(j)
-        longest = max(len(first), len(second))
-        return 0.0 if longest == 0 else Levenshtein.distance(first, second) / longest
-
-
-def farthest_point_selection(
-    n: int, m: int, distance: Callable[[int, int], float], seed: str, *, start: int | None = None
-) -> list[int]:
-    """m of n items by the farthest-point heuristic (III-C1): start from a random item (drawn from `seed`, or
-    `start`); then repeatedly add the unselected item whose minimum distance to the selected set is largest (ties:
-    the lowest index). Needs only about m * n distances. Returns the indices in the order chosen (all n if m >= n)."""
-    if n <= 0 or m <= 0:
-        return []
-    first = start if start is not None else random.Random(derive_seed("axiom-select", seed)).randrange(n)
-    selected = [first]
-    nearest = [distance(first, j) if j != first else 0.0 for j in range(n)]
-    chosen = {first}
-    while len(selected) < min(m, n):
-        best = max((j for j in range(n) if j not in chosen), key=lambda j: (nearest[j], -j))
-        selected.append(best)
-        chosen.add(best)
-        for j in range(n):
-            if j not in chosen:
-                nearest[j] = min(nearest[j], distance(best, j))
-    return selected
-
-
-@dataclass(frozen=True)
-class ScoredProgram:
-    """A synthesised program with its target score (and where it came from, for grouping by data source)."""
-
-    program: ProgramRef
-    target_score: int
-    source: str = ""
-
-
-def select_representatives(
-    programs: Sequence[ScoredProgram],
-    m: int = PAPER_SELECT_M,
-    seed: str = "0",
-    *,
-    distance_factory: Callable[[Sequence[ProgramRef]], Callable[[int, int], float]] = TokenDistance,
-) -> dict[tuple[str, int], list[ScoredProgram]]:
-    """III-C1: for each (data source, target score), m representatives by farthest-point selection over
-    normalised token edit distance. Keys are (source, score); each list is in the order chosen."""
-    groups: dict[tuple[str, int], list[ScoredProgram]] = {}
-    for item in programs:
-        groups.setdefault((item.source, item.target_score), []).append(item)
-    selected: dict[tuple[str, int], list[ScoredProgram]] = {}
-    for key in sorted(groups):
-        members = groups[key]
-        distance = distance_factory([member.program for member in members])
-        indices = farthest_point_selection(len(members), m, distance, derive_seed(seed, key[0], key[1]))
-        selected[key] = [members[i] for i in indices]
-    return selected
 
 
 # --- export and entropy (IV-B) -----------------------------------------------------------------------------------
