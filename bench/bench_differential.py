@@ -9,7 +9,7 @@ The pair is HumanEval/0 (has_close_elements): the canonical solution against an 
 adjacent pairs). Inputs are generated here with `random` (seed 0) before timing starts: input generation is NOT
 included in "batched". "End to end" is what the similarity worker does for one pair, all timed: derive the input
 spec from the reference's hints and HumanEval's check function (services/lib/fuzzing), generate N x R inputs, run
-them. Batched: `Executor.differential` with N inputs x R repetitions, two jails in parallel (one per side),
+them. Batched: `fuzz_pair` with N inputs x R repetitions, two jails in parallel (one per side),
 `--runs` times after one warm-up (which builds both programs); the median is reported. Baseline, in the same
 run: each input run in a fresh jail per side through the existing function-mode path (`Executor.execute`, one
 argument test per input, all within the executor's 2 slots) for `--baseline-n` inputs; its cost per input is

@@ -161,7 +161,10 @@ def cpu_snapshot(groups: dict[str, list[int]]) -> dict[str, float]:
 
 CATEGORIES = (
     ("database", ("sqlalchemy/", "aiosqlite/", "asyncpg/", "sqlite3/", "services/kernel/db.py")),
-    ("sandbox management", ("executor/run.py", "executor/builds.py", "services/lib/sandbox/", "subprocess.py")),
+    (
+        "sandbox management",
+        ("executor/engine.py", "executor/run.py", "executor/builds/", "services/lib/sandbox/", "subprocess.py"),
+    ),
     ("telemetry", ("prometheus_client/",)),
     ("validation/serialisation", ("pydantic", "json/", "pickle")),
     ("queue (arq/redis)", ("arq/", "redis/", "hiredis")),

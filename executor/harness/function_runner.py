@@ -686,7 +686,7 @@ def _supervise(program):
 
 
 # --- fuzzing: the same candidate process, answering a batch of inputs ------------------------------------------
-# Differential fuzzing (executor/differential.py) runs a program exactly as a test run does: this file, the same
+# Differential fuzzing (executor/differential/) runs a program exactly as a test run does: this file, the same
 # argv, jail and candidate process, made the same way before the request is read. Only the request differs, which
 # the candidate never sees: its first line is {"entry_point": f, "fuzz": {...options}}, and each further line is
 # one input's encoded arguments. The supervisor sends them one call at a time, in the very message a test's call

@@ -14,7 +14,7 @@ What a cancel does, in order:
 3. In every worker process, a `CancelWatch` (one per process, started by services/kernel/worker.py) keeps the units
    it runs by job: `run(job_id, work)` runs one unit (an attempt's stage, a pair, a perturbation step) as a task
    of its own, and a message naming its job cancels that task. Cancelling a task that waits for a jail stops the
-   jail: executor/run.py's `_jailed` calls the run's RunControl.cancel(), which ends nsjail and with it every
+   jail: executor/engine.py's `Engine.run` calls the run's RunControl.cancel(), which ends nsjail and with it every
    process of the jail's cgroups (services/lib/sandbox/), and waits until the jail is gone. `run` then answers
    STOPPED and the worker writes nothing but the unit's `cancelled` end (which the cancel's own write normally
    made already).

@@ -63,7 +63,7 @@ class Settings(BaseSettings):
     nsjail_path: Path | None = None
     sandbox_uid: int = 65534
     job_timeout_s: int = 600
-    # The build cache (executor/builds.py, docs/sandbox.md): a compiled program larger than max_build_mb (all the
+    # The build cache (executor/builds/, docs/sandbox.md): a compiled program larger than max_build_mb (all the
     # files the compiler wrote) is a CE and is not kept; the cache evicts least recently used builds to stay
     # within build_cache_mb, and a tenant's own first once they pass build_cache_tenant_mb.
     max_build_mb: int = Field(default=16, ge=1, description="Largest compiled program kept (MiB).")

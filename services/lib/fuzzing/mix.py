@@ -1,6 +1,6 @@
 """The problem's own tests among the fuzzing inputs (a departure from LoCaL's Algorithm 1, docs/similarity.md).
 
-A program being fuzzed runs exactly as it runs for a test (executor/differential.py), so nothing in its process
+A program being fuzzed runs exactly as it runs for a test (executor/differential/), so nothing in its process
 tells the two apart; what is left to tell them apart is the inputs themselves. A program that recognised its
 tests' inputs (their values, their sizes) could answer them one way and generated inputs another, and have
 df_score say it behaves like the reference while its tests fail. So wherever df_score grades a program against a

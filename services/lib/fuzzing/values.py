@@ -31,7 +31,7 @@ MAX_TOKENS = 256  # tokens of one stdin line template
 MAX_INPUT_BYTES = 256 * 1024  # worst-case serialized size of ONE generated input
 MAX_INPUTS = 100_000  # inputs per generate_inputs call
 # All the inputs of one generate_inputs / generate_repetitions call, measured as they are drawn (their repr): the
-# executor takes no more (executor/differential.py), and a spec's worst case times MAX_INPUTS would be 25 GiB.
+# executor takes no more (executor/differential/inputs.py), and a spec's worst case times MAX_INPUTS would be 25 GiB.
 MAX_TOTAL_INPUT_BYTES = 64 * 1024 * 1024
 
 DEFAULT_INT_MIN, DEFAULT_INT_MAX = -1000, 1000
