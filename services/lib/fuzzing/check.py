@@ -7,10 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from services.lib.fuzzing.relations import (
-    Compare,
-    LengthOf,
-)
+from services.lib.fuzzing.relations import Compare, LengthOf
 from services.lib.fuzzing.spec import (
     Block,
     FloatToken,
