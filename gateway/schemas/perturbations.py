@@ -7,7 +7,7 @@ from pydantic import Field, field_validator
 
 from gateway.schemas.common import INT64_MAX, RequestBody, within_limit
 
-# One request's work is bounded: this many seeds, and (services/perturb/worker.py) at most
+# One request's work is bounded: this many seeds, and (services/perturb/perturbation.py) at most
 # MAX_MUTANTS_PER_SEED mutants of each, even with all_sites. Its mutants are attempts: the worker creates them as
 # the tenant's queued_attempts (and, judged, judgments_per_day; confirmed, queued_pairs) leave room, and waits.
 MAX_SEEDS_PER_JOB = 200
