@@ -22,6 +22,9 @@ from services.lib.sandbox import jail as sandbox
 from services.lib.sandbox.jail import STAGING_ROOT
 from tests.executor.conftest import SUM_SOURCES, dispose, run
 
+# Jail tier: executors of its own beside the fixture's, not only through the `executor` or `tool_jail` fixture.
+pytestmark = pytest.mark.jail
+
 
 def unique(language: str) -> str:
     """The sum program with a comment that makes it a source nobody compiled yet."""

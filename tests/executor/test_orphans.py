@@ -11,8 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from services.lib.sandbox import jail
 from services.lib.sandbox.jail import Sandbox, default_nsjail_path, sandbox_visible_root
+
+# Jail tier: a worker process's jails, not only through the `executor` or `tool_jail` fixture.
+pytestmark = pytest.mark.jail
+
 
 REPO = Path(__file__).resolve().parents[2]
 
