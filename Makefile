@@ -1,5 +1,5 @@
 # Tribunal's front door. `make demo` and `make test` set everything up first, on a fresh machine too.
-.PHONY: setup demo test lint bench up clean
+.PHONY: setup demo test check lint bench up clean
 
 setup:
 	@bash scripts/setup.sh
@@ -10,8 +10,16 @@ demo: setup
 up: setup
 	.venv/bin/tribunal up
 
+# The tiers (README, "Tests"): unit, jail, stack, corpus. Two workers (pytest-xdist); a module's tests stay on one
+# worker (--dist loadfile), whose fixtures (its Redis, PostgreSQL and process stacks) are its own.
+PYTEST = .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=30
+
 test: setup
-	.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30
+	$(PYTEST)
+
+# Unit and jail tests only: no server, no corpus.
+check: setup
+	$(PYTEST) -m "not stack and not corpus"
 
 lint: setup
 	.venv/bin/ruff check .

@@ -1,4 +1,5 @@
-"""Shared fixtures: real Redis, real PostgreSQL, and the real embedded stack (gateway + executor workers)."""
+"""Shared fixtures: real Redis, real PostgreSQL, and the real embedded stack (gateway + executor workers); and the
+tiers (README, "Tests"): each test is marked by what it starts, from the fixtures it uses."""
 
 from __future__ import annotations
 
@@ -11,6 +12,27 @@ import pytest
 from services.launcher.stack import EmbeddedStack
 from tests.fake_llm import Behaviour, ScriptedLLM
 from tests.servers import postgres_server, redis_server
+
+# The tiers. A test that uses one of these fixtures gets its tier's marker; a module that starts a jail or a server
+# by itself (not through these fixtures) says so with `pytestmark`. `corpus` is only ever explicit.
+JAIL_FIXTURES = frozenset({"executor", "tool_jail"})
+STACK_FIXTURES = frozenset({"stack", "stacks", "redis_url", "postgres_url"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with the tiers its fixtures put it in: `jail` (it runs nsjail), `stack` (it starts a server:
+    Redis, PostgreSQL, the process stack). A fixture parametrized over the databases (tests/databases.py) asks for
+    the PostgreSQL server only on its "postgresql" parameter, so that parameter is what marks it."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        on_postgresql = callspec is not None and any(
+            isinstance(value, str) and value == "postgresql" for value in callspec.params.values()
+        )
+        if fixtures & JAIL_FIXTURES:
+            item.add_marker(pytest.mark.jail)
+        if fixtures & STACK_FIXTURES or on_postgresql:
+            item.add_marker(pytest.mark.stack)
 
 
 @pytest.fixture(scope="session")
@@ -85,27 +107,62 @@ def judges_file(tmp_path_factory: pytest.TempPathFactory, scripted_llm: Scripted
     return path
 
 
-@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
-def stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, redis_url: str, judges_file: Path
-) -> Iterator[EmbeddedStack]:
-    """The whole platform as separate processes, once on SQLite and once on PostgreSQL."""
-    database_url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
-    # Each backend gets its own Redis database number so that their queues never mix.
-    db_number = 1 if request.param == "sqlite" else 2
-    stack = EmbeddedStack(
-        tmp_path_factory.mktemp(f"stack-{request.param}"),
-        database_url=database_url,
-        redis_url=f"{redis_url.rsplit('/', 1)[0]}/{db_number}",
-        judges_file=judges_file,
-        extra_env=STACK_ENV,
-    )
-    stack.start()
-    yield stack
-    stack.stop()
+class Stacks:
+    """The session's process stacks, one per database backend, each started the first time a module asks for it
+    and stopped at the end of the session (so that modules on either backend may run in any order, or side by side
+    on xdist's workers, each of which has its own)."""
+
+    def __init__(
+        self,
+        request: pytest.FixtureRequest,
+        tmp_path_factory: pytest.TempPathFactory,
+        redis_url: str,
+        judges_file: Path,
+    ) -> None:
+        self.request = request
+        self.tmp_path_factory = tmp_path_factory
+        self.redis_url = redis_url
+        self.judges_file = judges_file
+        self.started: dict[str, EmbeddedStack] = {}
+
+    def get(self, backend: str) -> EmbeddedStack:
+        if backend not in self.started:
+            database_url = self.request.getfixturevalue("postgres_url") if backend == "postgresql" else None
+            # Each backend gets its own Redis database number so that their queues never mix.
+            db_number = 1 if backend == "sqlite" else 2
+            stack = EmbeddedStack(
+                self.tmp_path_factory.mktemp(f"stack-{backend}"),
+                database_url=database_url,
+                redis_url=f"{self.redis_url.rsplit('/', 1)[0]}/{db_number}",
+                judges_file=self.judges_file,
+                extra_env=STACK_ENV,
+            )
+            stack.start()
+            self.started[backend] = stack
+        return self.started[backend]
+
+    def stop(self) -> None:
+        for stack in self.started.values():
+            stack.stop()
 
 
 @pytest.fixture(scope="session")
+def stacks(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, redis_url: str, judges_file: Path
+) -> Iterator[Stacks]:
+    started = Stacks(request, tmp_path_factory, redis_url, judges_file)
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def stack(request: pytest.FixtureRequest, stacks: Stacks) -> EmbeddedStack:
+    """The whole platform as separate processes, once on SQLite and once on PostgreSQL (the session's own, shared by
+    every module)."""
+    return stacks.get(request.param)
+
+
+@pytest.fixture(scope="module")
 def admin_key(stack: EmbeddedStack) -> str:
     return stack.admin_key_path.read_text().strip()
 

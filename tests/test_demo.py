@@ -11,6 +11,8 @@ import pytest
 from services.launcher.demo import VARIANTS, humaneval_problems
 
 
+@pytest.mark.stack  # `tribunal demo` starts its own stack
+@pytest.mark.corpus
 @pytest.mark.timeout(600)  # the whole demo, perturbation act included, on a fresh stack
 def test_demo_accepts_canonical_solutions_and_catches_every_variant(tmp_path: Path) -> None:
     result = subprocess.run(

@@ -21,6 +21,9 @@ from services.kernel.contracts import TestCase
 from services.lib.sandbox import STAGING_ROOT, sandbox_visible_root
 from tests.executor.conftest import SUM_SOURCES, dispose, run
 
+# Jail tier: executors of its own beside the fixture's, not only through the `executor` or `tool_jail` fixture.
+pytestmark = pytest.mark.jail
+
 
 def unique(language: str) -> str:
     """The sum program with a comment that makes it a source nobody compiled yet."""

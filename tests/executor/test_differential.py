@@ -15,7 +15,9 @@ from executor.run import Executor
 from services.kernel.contracts import Checker, Limits, Mode
 from tests.executor.conftest import SUM_SOURCES, dispose, make_executor, our_cgroups, processes_of, settle
 
-SANDBOX_UID = 64125
+# A uid of its own (no other module's, test_warm.py's included): modules run side by side under xdist, and
+# "no process of the sandbox uid is left" must see this module's jails only.
+SANDBOX_UID = 64132
 LIMITS = Limits(cpu_time_s=2, wall_time_s=10, memory_mb=256, output_kb=64, processes=16)
 ADD = "def f(a, b):\n    return a + b\n"
 PAIRS = [[[i, 3 * i + 7]] for i in range(40)]

@@ -11,8 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from services.lib.sandbox import Sandbox, default_nsjail_path, sandbox_visible_root
 from services.lib.sandbox.cgroups import CGROUP_PARENT, CGROUP_ROOT
+
+# Jail tier: a worker process's jails, not only through the `executor` or `tool_jail` fixture.
+pytestmark = pytest.mark.jail
+
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -30,6 +30,9 @@ from tests.executor.conftest import (
     settle,
 )
 
+# Jail tier: executors of its own beside the fixture's, not only through the `executor` or `tool_jail` fixture.
+pytestmark = pytest.mark.jail
+
 SANDBOX_UID = 64125
 
 

@@ -23,6 +23,8 @@ from tests.helpers import add_sum_problem, fetch_rows, wait_job
 from tests.servers import PostgresCluster
 
 SLOW_SUM = "import time\ntime.sleep({delay})\na, b = map(int, input().split())\nprint(a + b)\n# {n}\n"
+pytestmark = pytest.mark.stack  # its own stack (fault_stack), and on PostgreSQL its own cluster
+
 JUDGES = ["sample_tests", "edit_similarity"]
 BATCH = 24
 

@@ -207,6 +207,7 @@ def test_code_over_budget_is_a_failure_never_truncated(tenant_client: httpx.Clie
     assert _requests_for(scripted_llm, source) == []
 
 
+@pytest.mark.stack  # an EmbeddedStack's start, refused
 def test_invalid_judges_file_stops_the_start_naming_the_key(tmp_path: Path) -> None:
     bad = tmp_path / "judges.toml"
     bad.write_text(

@@ -21,6 +21,7 @@ CHECKS = [
 ]
 
 
+@pytest.mark.corpus  # every operation, many examples each
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("stack", ["sqlite"], indirect=True)  # the schema is the same on both databases
 def test_every_operation_conforms_to_the_openapi_document(stack: EmbeddedStack, admin_key: str) -> None:

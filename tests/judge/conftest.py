@@ -10,7 +10,9 @@ import pytest
 from judge.tooljail import ToolJail
 
 
-@pytest.fixture(scope="session")
+# Per module, not per session: its waiting jails hold cgroups named after this process, which the executor tests'
+# "no cgroup of ours is left" would see if a worker ran them after a judge module (tests run on xdist's workers).
+@pytest.fixture(scope="module")
 def tool_jail(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolJail]:
     jail = ToolJail(tmp_path_factory.mktemp("judge"), slots=2)
     yield jail

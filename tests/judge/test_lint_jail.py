@@ -34,6 +34,9 @@ FIXED_REASON = re.compile(
     r"|the sandbox could not run (?:pylint|cppcheck)|source larger than \d+ KiB|empty source"
     r"|no sandbox for the linter on this worker)"
 )
+
+# Jail tier: the judge worker's own jail beside the fixture's, not only through the `executor` or `tool_jail` fixture.
+pytestmark = pytest.mark.jail
 # A finding cppcheck reports wherever this code is: proof that a file holding it was (or was not) read.
 FINDING_CODE = "static int leak_probe(void) { int a[10]; a[10] = 1; return a[0]; }\n"
 C_MAIN = "int main(void) { return 0; }\n"

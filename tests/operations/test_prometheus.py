@@ -37,7 +37,7 @@ ALERT_SHAPE = re.compile(r"^(?P<signal>.+?)\s*(==|!=|>=|<=|>|<)\s*-?[0-9.]+(e[+-
 METRIC_NAME = re.compile(r"\b(tribunal_[a-z0-9_]+)\b")
 WAIT_FOR_DATA_S = 60.0
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.stack, pytest.mark.corpus, pytest.mark.timeout(900)]  # its own stack and Prometheus
 
 
 @pytest.fixture(scope="module")

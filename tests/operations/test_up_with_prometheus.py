@@ -11,11 +11,14 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from services.kernel.embedded import free_port
 from services.kernel.registry import SERVICES
 
 
+@pytest.mark.stack  # `tribunal up` starts its own stack and Prometheus
+@pytest.mark.corpus
 def test_up_runs_prometheus_scraping_every_process_and_stops_it(tmp_path: Path) -> None:
     port, prometheus_port = free_port(), free_port()
     up = subprocess.Popen(

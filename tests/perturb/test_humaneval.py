@@ -24,7 +24,7 @@ from services.kernel.contracts import Arm, ExecutionResult, Limits, Mode, TestCa
 from services.launcher.demo import humaneval_test_code
 from services.lib.mutation import Mutant, generate, operators_for, rejected_sites
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.corpus, pytest.mark.timeout(600)]  # all of HumanEval
 
 LIMITS = Limits(cpu_time_s=2, wall_time_s=8, memory_mb=512, output_kb=1024, processes=16)
 SEED = 0

@@ -20,6 +20,9 @@ from services.lib.sandbox import INSIDE_ID, JAIL_ENV
 from services.perturb import isolation
 from services.perturb.isolation import PARSER_PACKAGES, NotPerturbable, ParserJail, generate_isolated
 
+# Jail tier: the parser's own jails (services/perturb/isolation.py), not through the `executor` fixture.
+pytestmark = pytest.mark.jail
+
 SEED = "def total(xs):\n    s = 0\n    for x in xs:\n        if x > 0:\n            s = s + x\n    return s\n"
 SEEDS = {
     "python": SEED,

@@ -21,7 +21,7 @@ from executor.run import Executor
 from services.kernel.contracts import Arm, ExecutionResult, Limits, TestCase, Verdict
 from services.lib.mutation import Mutant, generate
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.corpus, pytest.mark.timeout(900)]  # every program of tests/perturb/programs
 
 PROGRAMS = Path(__file__).parent / "programs"
 FILES = {"c": "main.c", "cpp": "main.cpp", "java": "Main.java"}
