@@ -2,7 +2,7 @@
 
 A route builds the plan from its request and stores it (`jobs.create_job(plan=...)`, the job's `params` column:
 `plan.model_dump(mode="json")`); a worker, the reconciler's pending queries and the cancel read it back with
-`Job.plan()`. Nothing else reads `Job.params` (tests/kernel/test_plans.py checks it).
+`Job.plan()`. Nothing else reads `Job.params` (tests/services/kernel/test_plans.py checks it).
 
 The stored JSON is the contract with rows already in databases: every field is named as the key the earlier,
 dict-built plans wrote, and every default is the value their readers assumed for a missing key. A row may carry

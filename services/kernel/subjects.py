@@ -19,7 +19,7 @@ A job's units (its job_unit rows, services/kernel/jobs.py) say what of it is don
 A synthesis slot is `r<requirement>:t<target>:<index>`: the `index`-th program of `target` score for the job's
 `requirement`-th requirement (paper 000: M programs per target per requirement).
 
-tests/kernel/test_subjects.py checks that no other product module spells these.
+tests/services/kernel/test_subjects.py checks that no other product module spells these.
 """
 
 from __future__ import annotations

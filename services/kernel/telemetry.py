@@ -1,7 +1,7 @@
 """Every Prometheus metric the platform exports, defined once: the one `tribunal_` vocabulary.
 
-The scheme (docs/operations.md has the table; tests/operations/test_vocabulary.py holds this module, the docs and
-the dashboards to it):
+The scheme (docs/operations.md has the table; tests/services/launcher/operations/test_vocabulary.py holds this
+module, the docs and the dashboards to it):
 - `tribunal_<area>_<what>[_<unit>]`, areas `http`, `queue`, `platform`, `worker`, `task`, `jobs`, `executions`,
   `sandbox`, `build_cache`, `judge`, `judgments`, `mutants`, `similarity`, `report`, `quota`;
 - base units in the name (`_seconds`, `_bytes`, `_dollars`); counters end in `_total`;

@@ -81,7 +81,7 @@ ANSWER_LIMIT = 128 << 20
 STDERR_LIMIT = 1 << 20
 PROCESSES = 8
 # The virtualenv's packages `services.lib.mutation` imports (the only ones the jail mounts). A missing one makes every
-# seed fail to parse in the jail: tests/perturb/test_isolation.py parses a seed of each language.
+# seed fail to parse in the jail: tests/services/perturb/test_isolation.py parses a seed of each language.
 PARSER_PACKAGES = (
     "tree_sitter",
     "tree_sitter_c",

@@ -8,8 +8,8 @@ Hypothesis's ``HypothesisProvider`` (its integer distribution with boundary/nast
 its "weird floats", its collection-size rule) takes about 0.04 s: that is what generation uses. The public
 strategy built from the same spec (`services.lib.fuzzing.generate.strategy_for`) draws through ordinary strategies.
 
-What this module relies on, checked by tests/fuzzing/test_hypothesis_backend.py (which fails loudly if Hypothesis
-changes them): ``HypothesisProvider(ConjectureData(random=...))`` takes its randomness from that ``Random``;
+What this module relies on, checked by tests/services/lib/fuzzing/test_hypothesis_backend.py (which fails loudly if
+Hypothesis changes them): ``HypothesisProvider(ConjectureData(random=...))`` takes its randomness from that ``Random``;
 ``draw_integer(min, max)``, ``draw_float(min_value=, max_value=, allow_nan=, smallest_nonzero_magnitude=)`` and
 ``draw_boolean(p)`` draw from it; ``_maybe_draw_constant`` is the hook that mixes in constants; ``GLOBAL_CONSTANTS``
 and ``_calc_p_continue`` exist. The provider's "local constants" (literals harvested from whatever modules of the

