@@ -181,6 +181,10 @@ def judgment_view(row: Judgment) -> dict[str, Any]:
         "provenance": row.provenance,
         "tokens_in": row.tokens_in,
         "tokens_out": row.tokens_out,
+        "weighted_p_ac": row.weighted_p_ac,
+        "weighted_score": row.weighted_score,
+        "score_probs": row.score_probs,
+        "weighting": row.weighting,
         "fields": row.fields,
     }
 

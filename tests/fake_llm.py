@@ -2,7 +2,8 @@
 
 Tests and benchmarks point judges at it. Each request gets a `Behaviour`, chosen by a script: the default
 answers at once with valid JSON; a script can answer in code fences, with malformed or truncated JSON, empty
-content, out-of-range or missing fields, 429 with Retry-After, 500, slowly, or with a different served model.
+content, out-of-range or missing fields, 429 with Retry-After, 500, slowly, or with a different served model; and
+a reply can carry scripted per-token logprobs (`scripted_logprobs`), as with `logprobs=True, top_logprobs=k`.
 Every request is recorded (raw body bytes included) so tests can check counts and byte-identical reissues.
 """
 
@@ -39,6 +40,8 @@ class Behaviour:
     retry_after: float | None = None
     delay_s: float = 0.0
     served_model: str | None = None  # None: echo the requested model
+    # OpenAI's `choices[0].logprobs.content` list (see `scripted_logprobs`); None: the choice carries no logprobs
+    logprobs: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -103,15 +106,20 @@ class ScriptedLLM:
         else:
             content = json.dumps(payload)
         model = behaviour.served_model or parsed.get("model", "unknown")
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": "stop",
+        }
+        if behaviour.logprobs is not None:
+            choice["logprobs"] = {"content": behaviour.logprobs}
         return _AsciiJSONResponse(
             {
                 "id": f"chatcmpl-{len(self.requests)}",
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": model,
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-                ],
+                "choices": [choice],
                 "usage": {
                     "prompt_tokens": len(body) // 4,
                     "completion_tokens": len(content) // 4,
@@ -146,6 +154,29 @@ class ScriptedLLM:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def scripted_logprobs(
+    tokens: list[str], alternatives: dict[int, list[tuple[str, float]]], sampled_logprob: float = -0.01
+) -> list[dict[str, Any]]:
+    """OpenAI's wire form of a reply's per-token logprobs, for `Behaviour.logprobs`: token i's `top_logprobs` are
+    `alternatives[i]`, with the sampled token itself first at `sampled_logprob` when it is not listed there; a
+    token without alternatives lists only itself. A token's own logprob is its listed one, else `sampled_logprob`.
+    The tokens must concatenate to the reply's content for a reader to align them (split the content string)."""
+    items: list[dict[str, Any]] = []
+    for i, token in enumerate(tokens):
+        listed = alternatives.get(i, [])
+        own = next((logprob for text, logprob in listed if text == token), sampled_logprob)
+        top = listed if any(text == token for text, _ in listed) else [(token, sampled_logprob), *listed]
+        items.append(
+            {
+                "token": token,
+                "logprob": own,
+                "bytes": None,
+                "top_logprobs": [{"token": text, "logprob": logprob, "bytes": None} for text, logprob in top],
+            }
+        )
+    return items
 
 
 class _AsciiJSONResponse(JSONResponse):

@@ -1,5 +1,9 @@
 """Judge rubrics: one Pydantic model each, from which the JSON schema and the range checks both derive.
 
+A rubric with a discrete headline (a 0-5 `score`, or `accepted`) also names its probe: the value whose allowed
+values' probabilities a judge reads from the endpoint's logprobs, when it gives them (G-Eval's weighting:
+`weighted_headline`).
+
 A rubric also names its versioned prompt file (`prompts/<name>.v<N>.md`); the version (file version plus a hash
 of the text) is stored with every judgment, so rows made under different prompts are never mixed silently.
 """
@@ -15,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.kernel.contracts import Rubric
-from services.lib.llm import ReplySchema, strict_json_schema
+from services.lib.llm import LogprobProbe, ReplySchema, ScoreDistribution, strict_json_schema
 
 PROMPTS = Path(__file__).parent / "prompts"
 
@@ -54,11 +58,26 @@ class FaultReportOutput(_Output):
     rationale: str = Field(description="A short justification.")
 
 
+class AcceptRejectOutput(_Output):
+    """Accept or reject, and nothing else: the smallest rubric, for small models. One token decides, and a reply is
+    about seven tokens, which matters where each token's logprobs cost a server time (llama-cpp-python's server
+    sorts the whole vocabulary for every token it reports on: ~90 ms a token with SmolLM2 on 2 cores)."""
+
+    accepted: bool = Field(description="Whether the submission passes every hidden test.")
+
+
+# The 0-5 score's allowed values, as the JSON text each is written as, and the numbers they stand for.
+_SCORE_PROBE = LogprobProbe("score", tuple(str(v) for v in range(6)), tuple(float(v) for v in range(6)))
+_ACCEPT_PROBE = LogprobProbe("accepted", ("true", "false"), (1.0, 0.0))
+WEIGHTING = "geval:top_logprobs"
+
+
 @dataclass(frozen=True)
 class RubricSpec:
     name: str
     model: type[_Output]
     prompt_file: str
+    probe: LogprobProbe | None = None
 
     @cached_property
     def prompt(self) -> str:
@@ -83,14 +102,29 @@ class RubricSpec:
         """(p_ac, score) stored in their own columns: what the panel and the metrics read."""
         if "p_ac" in fields:
             return float(fields["p_ac"]), float(fields["p_ac"])
+        if "accepted" in fields:
+            value = 1.0 if fields["accepted"] else 0.0
+            return value, value
         return None, float(fields["score"])
+
+    def weighted_headline(self, distribution: ScoreDistribution) -> tuple[float | None, float | None]:
+        """(weighted p_ac, weighted score) from the probed value's probabilities: for `accepted`, the probability
+        mass of acceptance over the mass of both answers (both columns); for a 0-5 score, G-Eval's expected score
+        (Liu et al. 2023: sum of p(s) * s over the allowed scores, normalised by their mass). None where the allowed
+        values got no probability mass."""
+        if distribution.expected is None:
+            return None, None
+        if self.probe is not None and self.probe.field == "accepted":
+            return distribution.expected, distribution.expected
+        return None, distribution.expected
 
 
 RUBRICS: dict[str, RubricSpec] = {
     spec.name: spec
     for spec in (
         RubricSpec(Rubric.COCREATION, CocreationOutput, "cocreation.v1.md"),
-        RubricSpec(Rubric.REFINEMENT_EFFORT, RefinementEffortOutput, "refinement_effort.v1.md"),
-        RubricSpec(Rubric.FAULT_REPORT, FaultReportOutput, "fault_report.v1.md"),
+        RubricSpec(Rubric.REFINEMENT_EFFORT, RefinementEffortOutput, "refinement_effort.v1.md", _SCORE_PROBE),
+        RubricSpec(Rubric.FAULT_REPORT, FaultReportOutput, "fault_report.v1.md", _SCORE_PROBE),
+        RubricSpec(Rubric.ACCEPT_REJECT, AcceptRejectOutput, "accept_reject.v1.md", _ACCEPT_PROBE),
     )
 }

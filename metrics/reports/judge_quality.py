@@ -5,7 +5,10 @@ Tables (what a caller reads to print the main table)
     clusters, positives`` and, per metric in ``METRICS`` (``roc_auc, pr_auc, log_loss, brier, ece, mcc_oof``), a
     cell ``{"value": v, "ci": [lo, hi]}``; e.g. ``row["roc_auc"]["value"]``.
     ``condition_differences`` (``judge, difference, n`` + metric cells ``a - b``) and ``panel_differences``
-    (``condition, difference, n`` + metric cells ``judge - panel``).
+    (``condition, difference, n`` + metric cells ``judge - panel``). A judge whose rows carry probability-weighted
+    outputs (``weighted_p_ac`` / ``weighted_score``, from the endpoint's logprobs) also appears as the pseudo-judge
+    ``"<judge> (weighted)"``, and ``weighting_differences`` (``judge, condition, difference, n`` + metric cells
+    ``weighted - sampled``) compares the two on the same attempts and resamples.
 Plots: ``roc``, ``reliability``.
 """
 
@@ -40,6 +43,25 @@ METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "mcc_oof")
 PANEL_METRICS = ("roc_auc", "pr_auc", "mcc_oof")  # the panel is a percentile rank, not a probability
 PANEL = "panel"
 ECE_BINS = 15
+# The pseudo-judge of a judge's probability-weighted outputs; a space never occurs in a judge's name.
+WEIGHTED = " (weighted)"
+
+
+def with_weighted(rows: Sequence[TidyRow]) -> list[TidyRow]:
+    """The rows, and for every row with a probability-weighted output a copy as the pseudo-judge
+    ``"<judge> (weighted)"`` whose ``p_ac``/``score`` are the weighted ones."""
+    out = list(rows)
+    for row in rows:
+        if row.get("weighted_p_ac") is not None or row.get("weighted_score") is not None:
+            out.append(
+                {
+                    **row,
+                    "judge": f"{row['judge']}{WEIGHTED}",
+                    "p_ac": row.get("weighted_p_ac"),
+                    "score": row.get("weighted_score"),
+                }
+            )
+    return out
 
 
 def build(
@@ -65,6 +87,7 @@ def build(
     every judge scored).
     """
     cluster = check_cluster(cluster, CLUSTERS, "judge_quality")
+    rows = with_weighted(rows)
     index = Index(rows)
     judges = names(scored(rows), "judge", judges)
     conditions = names(scored(rows), "condition", conditions)
@@ -86,6 +109,7 @@ def build(
     params = {"folds": folds, "bins": ECE_BINS}
     metric_rows: list[Row] = []
     panel_rows: list[Row] = []
+    weighting_rows: list[Row] = []
     roc = RocPlot("ROC curves per condition")
     reliability = ReliabilityPlot(f"Reliability diagrams ({ECE_BINS} equal-width bins)", ECE_BINS)
 
@@ -146,10 +170,13 @@ def build(
             except (MetricInputError, UndefinedMetricError) as exc:
                 errors[f"reliability/{judge}/{condition}"] = str(exc)
 
+        weighting_rows += _weighting_differences(condition, per_judge, params, bootstrap, arrays, seed, errors)
+
         # The panel (metrics.panel): each judge ranks every attempt it scored under this condition, labelled or
         # not (the population the API ranks in), and the ranks are averaged per attempt; scored on the labelled.
+        # A weighted pseudo-judge is the same judge read another way, so it does not sit on the panel.
         where = f"metrics/{PANEL}/{condition}"
-        present = [j for j in judges if j in per_judge]
+        present = [j for j in judges if j in per_judge and not j.endswith(WEIGHTED)]
         if len(present) < 2:
             errors[where] = f"the panel needs at least two judges with scored attempts; got {len(present)}"
             continue
@@ -233,6 +260,14 @@ def build(
             condition_rows,
             LABELS,
         )
+    if weighting_rows:
+        report.add_table(
+            "weighting_differences",
+            "Paired differences: probability-weighted minus sampled output",
+            ["judge", "condition", "difference", "n", *METRICS],
+            weighting_rows,
+            LABELS,
+        )
     if panel_rows:
         report.add_table(
             "panel_differences",
@@ -266,6 +301,15 @@ def build(
         "Each row is the same judge on the same attempts under two conditions, later minus earlier condition. An "
         "interval that excludes 0 means the condition changed that metric beyond resampling noise.",
         ["condition_differences"],
+    )
+    report.add_section(
+        "weighting_differences",
+        "Sampled or probability-weighted?",
+        "Where an endpoint gives token probabilities, a judge's output is read two ways: the score it wrote (the "
+        'sampled one) and the probability-weighted one ("<judge> (weighted)": the probability of acceptance, '
+        "or the expected 0-5 score, from the probabilities of the allowed answers at the score's token; G-Eval's "
+        "weighting). Each row is weighted minus sampled, on the same attempts and resamples.",
+        ["weighting_differences"],
     )
     report.add_section(
         "panel_differences",
@@ -320,4 +364,47 @@ def _condition_differences(
             errors[f"condition_differences/{judge}"] = str(exc)
             continue
         rows += difference_rows(result, METRICS, {"judge": judge}, len(common), "condition_differences", errors)
+    return rows
+
+
+def _weighting_differences(
+    condition: str,
+    per_judge: dict[str, dict[str, float]],
+    params: dict[str, Any],
+    bootstrap: int,
+    arrays: Callable[[Sequence[str]], dict[str, Any]],
+    seed: int,
+    errors: dict[str, str],
+) -> list[Row]:
+    """Weighted minus sampled, per judge with a weighted twin, on the attempts both scored."""
+    rows: list[Row] = []
+    for judge, sampled in per_judge.items():
+        weighted = per_judge.get(f"{judge}{WEIGHTED}")
+        if judge.endswith(WEIGHTED) or weighted is None or bootstrap == 0:
+            continue
+        common = sorted(set(sampled) & set(weighted))
+        where = f"weighting_differences/{judge}/{condition}"
+        if len(common) < 2:
+            errors[where] = "fewer than two attempts with both a sampled and a weighted output"
+            continue
+        data = arrays(common)
+        twin = f"{judge}{WEIGHTED}"
+        try:
+            result = compare(
+                list(METRICS),
+                data["y_true"],
+                {judge: [sampled[a] for a in common], twin: [weighted[a] for a in common]},
+                groups=data["groups"],
+                params=params,
+                bootstrap=bootstrap,
+                cluster=data["cluster"],
+                seed=seed,
+                pairs=[(twin, judge)],
+            )
+        except (MetricInputError, UndefinedMetricError) as exc:
+            errors[where] = str(exc)
+            continue
+        rows += difference_rows(
+            result, METRICS, {"judge": judge, "condition": condition}, len(common), "weighting_differences", errors
+        )
     return rows

@@ -154,6 +154,7 @@ class Rubric(StrEnum):
     COCREATION = "cocreation"
     REFINEMENT_EFFORT = "refinement_effort"
     FAULT_REPORT = "fault_report"
+    ACCEPT_REJECT = "accept_reject"
 
 
 class OfflineMethod(StrEnum):
@@ -281,4 +282,11 @@ class JudgmentOutput(_Contract):
     tokens_out: int | None = None
     request_hash: str | None = None
     error: str | None = None
+    # From the endpoint's token probabilities at the headline value's position (judge/rubrics, G-Eval's weighting):
+    # `weighted_p_ac` the probability mass of acceptance, `weighted_score` the expected score, `score_probs` the
+    # probability of each allowed value, `weighting` the method. None where the endpoint gave no logprobs.
+    weighted_p_ac: float | None = None
+    weighted_score: float | None = None
+    score_probs: dict[str, float] | None = None
+    weighting: str | None = None
     from_cache: bool = Field(default=False, exclude=True)

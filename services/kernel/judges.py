@@ -24,7 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from services.kernel.contracts import OfflineMethod, Rubric
 
-ResponseFormat = Literal["json_schema", "json_object", "none"]
+# How a reply's JSON is asked for: `json_schema` is OpenAI's strict structured output (vLLM and llama.cpp's
+# llama-server accept it too); `json_object_schema` is `{"type": "json_object", "schema": ...}`, the form of
+# llama-cpp-python's server (and Anyscale, Together), grammar-constrained; `json_object` asks for any JSON object;
+# `none` asks for nothing, and the prompt alone says what to answer. Every reply is validated either way.
+ResponseFormat = Literal["json_schema", "json_object_schema", "json_object", "none"]
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 JUDGES_KEY = "tribunal:judges"
@@ -51,6 +55,13 @@ class Endpoint(BaseModel):
     concurrency: int = Field(default=16, ge=1, le=1024, description="Requests in flight, per process.")
     requests_per_minute: float = Field(default=600.0, gt=0)
     response_format: ResponseFormat = "json_schema"
+    top_logprobs: int = Field(
+        default=0,
+        ge=0,
+        le=20,
+        description="Alternatives to ask for at each token (0: no logprobs); a judge reads each allowed score's "
+        "probability from them.",
+    )
     seed: int | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict, description="Provider-specific request fields.")
     # What its tokens cost, in dollars per million (the judges dashboard's cost panel); unset: no cost is shown.

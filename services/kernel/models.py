@@ -237,6 +237,10 @@ class Judgment(Base):
     tokens_out: Mapped[int | None] = mapped_column(Integer, default=None)
     request_hash: Mapped[str | None] = mapped_column(CleanString(64), default=None)
     error: Mapped[str | None] = mapped_column(CleanText, default=None)
+    weighted_p_ac: Mapped[float | None] = mapped_column(Float, default=None)
+    weighted_score: Mapped[float | None] = mapped_column(Float, default=None)
+    score_probs: Mapped[dict[str, float] | None] = mapped_column(CleanJSON, default=None)
+    weighting: Mapped[str | None] = mapped_column(CleanString(40), default=None)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
 
@@ -250,6 +254,8 @@ class JudgeResponseCache(Base):
     served_model: Mapped[str | None] = mapped_column(CleanString(200), default=None)
     tokens_in: Mapped[int | None] = mapped_column(Integer, default=None)
     tokens_out: Mapped[int | None] = mapped_column(Integer, default=None)
+    # The probabilities read from the reply's logprobs at the probed value (services/lib/llm/logprobs.py), if any.
+    score_probs: Mapped[dict[str, float] | None] = mapped_column(CleanJSON, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

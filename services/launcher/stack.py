@@ -1,4 +1,5 @@
-"""The embedded stack: Redis, migrations, the admin key, executor workers and the gateway as local processes.
+"""The embedded stack: Redis, migrations, the admin key, the workers and the gateway as local processes, and on
+request a local Prometheus and a local model server (services/launcher/local_llm.py) behind the judge `local`.
 
 Part of the launcher: it may import every service, and nothing imports it but the CLI, the demo and tests.
 """
@@ -13,6 +14,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -22,8 +24,12 @@ from services.kernel.embedded import EmbeddedRedis, free_port, port_is_free
 from services.kernel.judges import load_judges
 from services.kernel.keys import ensure_admin_key, ensure_scrape_key
 from services.kernel.registry import SERVICES
+from services.kernel.settings import Settings
+from services.launcher.local_llm import LocalModelServer, judges_file_with_local
 from services.launcher.migrate import upgrade
 from services.launcher.observability import LocalPrometheus
+
+LOCAL_LLM = "local-llm"  # the local model server's process name (and log file)
 
 
 async def _in_launcher_session[T](database_url: str, action: Callable[[AsyncSession], Awaitable[T]]) -> T:
@@ -50,6 +56,7 @@ class EmbeddedStack:
         judges_file: Path | None = None,
         extra_env: dict[str, str] | None = None,
         prometheus_port: int | None = None,
+        local_llm: bool = False,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.database_url = (
@@ -71,6 +78,9 @@ class EmbeddedStack:
         self.prometheus = (
             LocalPrometheus(self.data_dir / "prometheus", prometheus_port) if prometheus_port is not None else None
         )
+        # Settings from the environment and extra_env (TRIBUNAL_LOCAL_LLM_*); the server is made at start.
+        self.local_llm_wanted = local_llm
+        self.local_llm: LocalModelServer | None = None
 
     @property
     def url(self) -> str:
@@ -106,6 +116,12 @@ class EmbeddedStack:
     def start(self, timeout_s: float = 60.0) -> None:
         # A bad judges file stops everything before anything starts, with a message naming the key.
         self.judges = load_judges(self.judges_file)
+        if self.local_llm_wanted:
+            self.start_local_llm()
+            self.judges_file = judges_file_with_local(
+                self.judges_file, self.local_llm_server, self.data_dir / "judges.local.toml"
+            )
+            self.judges = load_judges(self.judges_file)
         # Private (0700, tightened if it exists wider): it holds admin.key, the database and the logs.
         private_dir(self.data_dir)
         if not self.redis_url:
@@ -136,6 +152,42 @@ class EmbeddedStack:
         if self.prometheus is not None:
             self._publish_targets(kind)
         return self.processes[name]
+
+    @property
+    def local_llm_server(self) -> LocalModelServer:
+        assert self.local_llm is not None, "the stack was not started with local_llm=True"
+        return self.local_llm
+
+    def start_local_llm(self, timeout_s: float = 120.0) -> None:
+        """Start (or restart, on the same port) the local model server, and wait until it serves its model."""
+        if self.local_llm is None:
+            # The environment's TRIBUNAL_LOCAL_LLM_* settings, overridden by the stack's extra_env.
+            overrides: dict[str, Any] = {
+                key.removeprefix("TRIBUNAL_").lower(): value
+                for key, value in self.extra_env.items()
+                if key.startswith("TRIBUNAL_LOCAL_LLM_")
+            }
+            settings = Settings(**overrides)
+            self.local_llm = LocalModelServer(settings, self.data_dir / "logs" / f"{LOCAL_LLM}.log")
+        self.local_llm.start(timeout_s)
+        assert self.local_llm.process is not None
+        self.processes[LOCAL_LLM] = self.local_llm.process
+
+    def restart_dead(self) -> list[str]:
+        """Restart every process of the stack that has exited (the supervisor's step: `tribunal up` calls it
+        twice a second); the names restarted."""
+        restarted = []
+        for name, process in list(self.processes.items()):
+            if process.poll() is None:
+                continue
+            restarted.append(name)
+            if name == "gateway":
+                self.start_gateway()
+            elif name == LOCAL_LLM:
+                self.start_local_llm()
+            else:
+                self.start_worker(name)
+        return restarted
 
     def start_prometheus(self, *, wait_scraped: bool = True) -> None:
         """Start the local Prometheus (see services/launcher/observability.py), scraping every process of the stack; by

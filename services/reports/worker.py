@@ -101,6 +101,8 @@ async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
                     "status": judgment.status,
                     "p_ac": judgment.p_ac,
                     "score": judgment.score,
+                    "weighted_p_ac": judgment.weighted_p_ac,
+                    "weighted_score": judgment.weighted_score,
                     "parent_attempt_id": attempt.parent_attempt_id,
                     "operator": attempt.operator,
                     "arm": attempt.arm,

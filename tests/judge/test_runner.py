@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from services.kernel.judges import LLMJudge
 from services.kernel.models import JudgeResponseCache
 from services.lib.llm import DbResponseCache, request_params
 from tests.databases import BACKENDS, database_sessions
-from tests.fake_llm import VALID_COCREATION, Behaviour, ScriptedLLM
+from tests.fake_llm import VALID_COCREATION, Behaviour, ScriptedLLM, scripted_logprobs
 
 INPUT = JudgeInput("p-1", "Print a + b.", "python", "print(sum(map(int, input().split())))", "", None)
 MESSAGES = build_messages(RUBRICS["cocreation"], INPUT)
@@ -61,9 +62,11 @@ def server() -> Iterator[ScriptedLLM]:
 async def _run(
     server: ScriptedLLM, cache: DbResponseCache | None = None, repeat: int = 0, **overrides: Any
 ) -> JudgmentOutput:
-    runner = LLMRunner(_judge(server, **overrides), cache=cache, backoff_multiplier=0.01, backoff_max=0.05)
+    judge = _judge(server, **overrides)
+    runner = LLMRunner(judge, cache=cache, backoff_multiplier=0.01, backoff_max=0.05)
+    rubric = RUBRICS[judge.rubric]
     try:
-        return await runner.run(RUBRICS["cocreation"], MESSAGES, condition="blind", repeat=repeat)
+        return await runner.run(rubric, build_messages(rubric, INPUT), condition="blind", repeat=repeat)
     finally:
         await runner.close()
 
@@ -239,3 +242,61 @@ def test_requests_carry_statement_language_code_and_never_labels() -> None:
     user = MESSAGES[1]["content"]
     assert "Print a + b." in user and "language: python" in user and INPUT.source_code in user
     assert json.dumps(MESSAGES).count("label") == 0
+
+
+def _split(content: str, *pieces: str) -> list[str]:
+    """`content` cut into tokens after each of `pieces` in turn (the rest is the last token)."""
+    tokens, rest = [], content
+    for piece in pieces:
+        assert rest.startswith(piece), (rest, piece)
+        tokens.append(piece)
+        rest = rest[len(piece) :]
+    return [*tokens, rest] if rest else tokens
+
+
+async def test_weighted_acceptance_is_exact_from_known_logprobs(
+    server: ScriptedLLM, sessions: async_sessionmaker[AsyncSession]
+) -> None:
+    """accept_reject: the probabilities of `true` and `false` at the value's token, as the scripted server gives
+    them, and p(true) / (p(true) + p(false)); the same figures again from the cache."""
+    payload = {"accepted": True, "rationale": "Adds the two numbers."}
+    content = json.dumps(payload)
+    tokens = _split(content, '{"', "accepted", '":', " true", ",", ' "rationale": "')
+    alternatives = {3: [(" true", math.log(0.55)), (" false", math.log(0.30)), (" tr", math.log(0.05)), (" x", -1.0)]}
+    server.script = lambda _request, _nth: Behaviour(payload=payload, logprobs=scripted_logprobs(tokens, alternatives))
+    cache = DbResponseCache(sessions)
+    outcome = await _run(server, cache=cache, rubric="accept_reject", top_logprobs=5)
+    assert server.requests[0].json["logprobs"] is True and server.requests[0].json["top_logprobs"] == 5
+    assert outcome.p_ac == 1.0 and outcome.weighting == "geval:top_logprobs"
+    assert outcome.score_probs == pytest.approx({"true": 0.60, "false": 0.30}, rel=1e-12)
+    assert outcome.weighted_p_ac == pytest.approx(0.60 / 0.90, rel=1e-12)
+    assert outcome.weighted_score == outcome.weighted_p_ac
+    again = await _run(server, cache=cache, rubric="accept_reject", top_logprobs=5)
+    assert len(server.requests) == 1 and again.tries == 0
+    assert (again.score_probs, again.weighted_p_ac) == (outcome.score_probs, outcome.weighted_p_ac)
+
+
+async def test_expected_score_is_g_evals_weighting_from_known_logprobs(server: ScriptedLLM) -> None:
+    """A 0-5 score: Σ p(s)·s / Σ p(s) over the allowed scores, whatever other tokens take the rest."""
+    payload = {"evaluation_steps": ["read it"], "score": 4, "rationale": "Nearly there."}
+    content = json.dumps(payload)
+    tokens = _split(content, '{"evaluation_steps": ["read it"], "', "score", '":', " 4", ",")
+    probs = {" 4": 0.5, " 3": 0.2, " 5": 0.15, " 2": 0.05, " four": 0.05}
+    alternatives = {3: [(text, math.log(p)) for text, p in probs.items()]}
+    server.script = lambda _request, _nth: Behaviour(payload=payload, logprobs=scripted_logprobs(tokens, alternatives))
+    outcome = await _run(server, rubric="refinement_effort", top_logprobs=5)
+    assert outcome.score == 4.0 and outcome.p_ac is None
+    expected = {"0": 0.0, "1": 0.0, "2": 0.05, "3": 0.2, "4": 0.5, "5": 0.15}
+    assert outcome.score_probs == pytest.approx(expected, rel=1e-12)
+    assert outcome.weighted_score == pytest.approx((2 * 0.05 + 3 * 0.2 + 4 * 0.5 + 5 * 0.15) / 0.9, rel=1e-12)
+    assert outcome.weighted_p_ac is None
+
+
+async def test_without_logprobs_nothing_is_weighted(server: ScriptedLLM) -> None:
+    """An endpoint asked for top_logprobs that sends none: the sampled score stands alone; nothing is guessed."""
+    server.script = lambda _request, _nth: Behaviour(payload={"accepted": False, "rationale": "Off by one."})
+    outcome = await _run(server, rubric="accept_reject", top_logprobs=5)
+    assert outcome.status == "ok" and outcome.p_ac == 0.0
+    assert (outcome.weighted_p_ac, outcome.weighted_score, outcome.score_probs, outcome.weighting) == (None,) * 4
+    plain = await _run(server, rubric="accept_reject")
+    assert "logprobs" not in server.requests[-1].json and plain.weighting is None

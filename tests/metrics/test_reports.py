@@ -238,6 +238,51 @@ def test_judge_quality_panel_and_differences(rows: list[dict[str, Any]], quality
     assert set(quality["plots"]["roc"]["conditions"]["blind"]) == {*JUDGES, "panel"}
 
 
+def test_weighted_outputs_are_a_twin_beside_the_sampled_ones_on_the_same_resamples(
+    rows: list[dict[str, Any]],
+) -> None:
+    """A judge whose rows carry probability-weighted outputs is also scored as "<judge> (weighted)", with exactly the
+    figures the registry gives those outputs, and a paired weighted-minus-sampled difference; the twin never joins
+    the panel (it is the same judge read another way)."""
+    rng = np.random.default_rng(7)
+    weighted_rows = []
+    for row in rows:
+        if row["judge"] == "alpha" and row["status"] == "ok":
+            # A smoother probability than the sampled one, as a judge's token probabilities are.
+            row = {**row, "weighted_p_ac": float(np.clip(row["p_ac"] + rng.normal(0, 0.05), 0, 1))}
+        weighted_rows.append(row)
+    report = judge_quality.build(weighted_rows, bootstrap=BOOT, folds=5).to_json()
+    plain = judge_quality.build(rows, bootstrap=BOOT, folds=5).to_json()
+    twin = _row(report, "metrics", judge="alpha (weighted)", condition="blind")
+    chosen = sorted(
+        (r for r in weighted_rows if r["judge"] == "alpha" and r["condition"] == "blind" and r["status"] == "ok"),
+        key=lambda r: r["attempt_id"],
+    )
+    expected = compute(
+        list(judge_quality.METRICS),
+        [r["label_ac"] for r in chosen],
+        [r["weighted_p_ac"] for r in chosen],
+        groups=[r["trajectory"] for r in chosen],
+        params={"folds": 5, "bins": judge_quality.ECE_BINS},
+    )
+    for metric in ("roc_auc", "ece", "brier"):
+        assert twin[metric]["value"] == pytest.approx(expected["values"][metric])
+    # The sampled rows and the panel are those of the report without weights.
+    assert _row(report, "metrics", judge="alpha", condition="blind") == _row(
+        plain, "metrics", judge="alpha", condition="blind"
+    )
+    assert _row(report, "metrics", judge="panel", condition="blind") == _row(
+        plain, "metrics", judge="panel", condition="blind"
+    )
+    diff = _row(report, "weighting_differences", judge="alpha", condition="blind")
+    assert diff["difference"] == "alpha (weighted) - alpha"
+    assert diff["roc_auc"]["value"] == pytest.approx(
+        twin["roc_auc"]["value"] - _row(report, "metrics", judge="alpha", condition="blind")["roc_auc"]["value"]
+    )
+    assert len(diff["ece"]["ci"]) == 2
+    assert {r["judge"] for r in report["tables"]["weighting_differences"]["rows"]} == {"alpha"}
+
+
 def test_judge_quality_one_class_gives_reasons() -> None:
     report = judge_quality.build(make_rows(one_class=True), bootstrap=BOOT, folds=5).to_json()
     _json_clean(report)

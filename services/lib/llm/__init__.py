@@ -14,6 +14,14 @@ A library layer: it imports `services.kernel` and third-party packages only, nev
 """
 
 from services.lib.llm.cache import CachedReply, DbResponseCache, JSONScalar, ResponseCache, cache_key
+from services.lib.llm.logprobs import (
+    LogprobProbe,
+    ScoreDistribution,
+    TokenLogprob,
+    from_probabilities,
+    parse_token_logprobs,
+    score_distribution,
+)
 from services.lib.llm.provider import Message, OpenAICompatProvider, ProviderError, Reply, request_hash, request_params
 from services.lib.llm.runner import Answer, Failure, LLMMetrics, LLMRequest, Result, Runner
 from services.lib.llm.schema import ReplySchema, strict_json_schema
@@ -21,6 +29,12 @@ from services.lib.llm.settings import Endpoint, ResponseFormat
 from services.lib.llm.validate import Accepted, Rejected, extract_json, validate
 
 __all__ = [
+    "score_distribution",
+    "parse_token_logprobs",
+    "from_probabilities",
+    "TokenLogprob",
+    "ScoreDistribution",
+    "LogprobProbe",
     "Accepted",
     "Answer",
     "CachedReply",

@@ -28,6 +28,7 @@ class CachedReply:
     served_model: str | None
     tokens_in: int | None
     tokens_out: int | None
+    score_probs: dict[str, float] | None = None  # the probed value's probabilities (services/lib/llm/logprobs.py)
 
 
 class ResponseCache(Protocol):
@@ -60,7 +61,7 @@ class DbResponseCache:
             row = await session.get(JudgeResponseCache, key)
             if row is None:
                 return None
-            return CachedReply(row.content, row.served_model, row.tokens_in, row.tokens_out)
+            return CachedReply(row.content, row.served_model, row.tokens_in, row.tokens_out, row.score_probs)
 
     async def put(self, key: str, reply: CachedReply) -> None:
         async with self._factory()() as session, session.begin():
@@ -73,6 +74,7 @@ class DbResponseCache:
                     "served_model": reply.served_model,
                     "tokens_in": reply.tokens_in,
                     "tokens_out": reply.tokens_out,
+                    "score_probs": reply.score_probs,
                     "created_at": utcnow(),
                 },
                 keys=["cache_key"],

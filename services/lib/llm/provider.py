@@ -15,6 +15,7 @@ from typing import Any
 
 import openai
 
+from services.lib.llm.logprobs import TokenLogprob, parse_token_logprobs
 from services.lib.llm.schema import ReplySchema
 from services.lib.llm.settings import Endpoint
 
@@ -32,6 +33,7 @@ class Reply:
     tokens_out: int | None
     latency_ms: int
     finish_reason: str | None
+    logprobs: list[TokenLogprob] | None = None  # the reply's tokens with their alternatives, when asked for
 
 
 class ProviderError(Exception):
@@ -74,8 +76,13 @@ def request_params(endpoint: Endpoint, schema: ReplySchema, messages: list[Messa
             "type": "json_schema",
             "json_schema": {"name": schema.name, "strict": True, "schema": schema.json_schema},
         }
+    elif endpoint.response_format == "json_object_schema":
+        params["response_format"] = {"type": "json_object", "schema": schema.json_schema}
     elif endpoint.response_format == "json_object":
         params["response_format"] = {"type": "json_object"}
+    if endpoint.top_logprobs:
+        params["logprobs"] = True
+        params["top_logprobs"] = endpoint.top_logprobs
     if endpoint.seed is not None:
         params["seed"] = endpoint.seed
     params.update(endpoint.extra_body)
@@ -85,6 +92,17 @@ def request_params(endpoint: Endpoint, schema: ReplySchema, messages: list[Messa
 def request_hash(params: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON of a request body."""
     return hashlib.sha256(json.dumps(params, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _context_exceeded(error: openai.APIStatusError) -> bool:
+    """Whether a 400 says the prompt does not fit the context: OpenAI's and llama-cpp-python's error code
+    `context_length_exceeded`, or llama.cpp's llama-server's `exceed_context_size_error` type. Only the code is
+    read; the provider's message never reaches a judgment row."""
+    body = error.body if isinstance(error.body, dict) else {}
+    inner = body.get("error", body)
+    if not isinstance(inner, dict):
+        return False
+    return inner.get("code") == "context_length_exceeded" or inner.get("type") == "exceed_context_size_error"
 
 
 class OpenAICompatProvider:
@@ -103,7 +121,16 @@ class OpenAICompatProvider:
     async def complete(self, params: dict[str, Any]) -> Reply:
         """Send one request once; a reply, or a ProviderError saying why there is none and whether to retry."""
         body = dict(params)
-        known = ("model", "messages", "temperature", "max_tokens", "response_format", "seed")
+        known = (
+            "model",
+            "messages",
+            "temperature",
+            "max_tokens",
+            "response_format",
+            "seed",
+            "logprobs",
+            "top_logprobs",
+        )
         standard: dict[str, Any] = {key: body.pop(key) for key in known if key in body}
         started = time.perf_counter()
         try:
@@ -116,6 +143,11 @@ class OpenAICompatProvider:
             ) from None
         except openai.APIStatusError as exc:
             status = exc.status_code
+            if status == 400 and _context_exceeded(exc):
+                # The same request would overflow again: a recorded failure, never shortened or retried.
+                raise ProviderError(
+                    "context: the request is longer than the model's context window", retryable=False
+                ) from None
             raise ProviderError(
                 f"http {status}", retryable=status in _RETRYABLE_STATUS, retry_after=_retry_after(exc.response.headers)
             ) from None
@@ -139,6 +171,7 @@ class OpenAICompatProvider:
                 tokens_out=usage.completion_tokens if usage else None,
                 latency_ms=latency_ms,
                 finish_reason=choice.finish_reason if choice is not None else None,
+                logprobs=parse_token_logprobs(getattr(choice, "logprobs", None)) if choice is not None else None,
             )
         except (AttributeError, TypeError, IndexError, KeyError) as exc:
             raise ProviderError(

@@ -22,6 +22,7 @@ from tenacity.stop import stop_base
 
 from services.kernel.fair import FairSlots
 from services.lib.llm.cache import CachedReply, JSONScalar, ResponseCache, cache_key
+from services.lib.llm.logprobs import LogprobProbe, ScoreDistribution, from_probabilities, score_distribution
 from services.lib.llm.provider import Message, OpenAICompatProvider, ProviderError, Reply, request_hash, request_params
 from services.lib.llm.schema import ReplySchema
 from services.lib.llm.settings import Endpoint
@@ -34,11 +35,14 @@ class LLMRequest:
 
     `cache_scope` holds what, beside the endpoint and the request body, makes two answers different cache entries
     (e.g. a prompt version, or a repeat index to draw a fresh sample of the same request); JSON scalars only.
+    `probe`, when the endpoint gives logprobs, names the reply's value whose allowed values' probabilities the
+    answer carries (services/lib/llm/logprobs.py).
     """
 
     messages: list[Message]
     schema: ReplySchema
     cache_scope: tuple[JSONScalar, ...] = ()
+    probe: LogprobProbe | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Answer:
     tokens_out: int | None
     request_hash: str
     from_cache: bool = False
+    distribution: ScoreDistribution | None = None  # the probed value's probabilities, when there were logprobs
 
 
 @dataclass(frozen=True)
@@ -194,6 +199,12 @@ class Runner:
                 if isinstance(verdict, Accepted):
                     if metrics is not None:
                         metrics.cache_hits.labels(endpoint.name).inc()
+                    probe = request.probe
+                    cached_distribution = (
+                        from_probabilities(cached.score_probs, probe)
+                        if probe is not None and cached.score_probs is not None
+                        else None
+                    )
                     return Answer(
                         fields=verdict.fields,
                         content=cached.content,
@@ -205,6 +216,7 @@ class Runner:
                         tokens_out=cached.tokens_out,
                         request_hash=digest,
                         from_cache=True,
+                        distribution=cached_distribution,
                     )
         started = time.monotonic()
         tries = 0
@@ -234,8 +246,16 @@ class Runner:
                 metrics.failures.labels(endpoint.name, _label(reason)).inc()
             return Failure(reason, endpoint.model, last_served_model, tries, digest, last_content)
         assert reply.content is not None  # validate() rejects a reply without content
+        distribution = (
+            score_distribution(reply.content, reply.logprobs, request.probe)
+            if request.probe is not None and reply.logprobs
+            else None
+        )
         if self.cache is not None:
-            await self.cache.put(key, CachedReply(reply.content, reply.served_model, reply.tokens_in, reply.tokens_out))
+            probabilities = dict(distribution.probabilities) if distribution is not None else None
+            await self.cache.put(
+                key, CachedReply(reply.content, reply.served_model, reply.tokens_in, reply.tokens_out, probabilities)
+            )
         return Answer(
             fields=accepted.fields,
             content=reply.content,
@@ -246,6 +266,7 @@ class Runner:
             tokens_in=reply.tokens_in,
             tokens_out=reply.tokens_out,
             request_hash=digest,
+            distribution=distribution,
         )
 
 

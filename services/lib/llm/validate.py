@@ -17,7 +17,7 @@ from services.lib.llm.schema import ReplySchema
 
 # Keywords whose failure means "a value outside its range" rather than "not the right shape".
 _RANGE_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum"})
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+JSON_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def extract_json(content: str) -> Any:
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except ValueError:
-        fenced = _FENCE.search(text)
+        fenced = JSON_FENCE.search(text)
         if fenced is None:
             raise
         return json.loads(fenced.group(1), parse_constant=_reject_constant)
