@@ -4,7 +4,7 @@
 [[judge]]
 name = "gpt"                 # unique
 kind = "llm"                 # llm | offline
-rubric = "cocreation"        # cocreation | refinement_effort | fault_report
+rubric = "cocreation"        # cocreation | refinement_effort | fault_report | accept_reject
 base_url = "http://127.0.0.1:9000/v1"
 model = "gpt-5.2-2025-12-11"
 api_key_env = "OPENAI_API_KEY"

@@ -162,14 +162,8 @@ def humaneval_problems(limit: int | None = None) -> list[dict[str, Any]]:
     return problems
 
 
-# The local model judges the attempts of every LOCAL_SAMPLE_EVERY-th problem (its canonical solution and its wrong
-# variants); the other judges judge every attempt. On 2 cores the local model takes about 1 s a judgment.
-LOCAL_SAMPLE_EVERY = 3
-
-
 def build_attempts(problems: list[dict[str, Any]], judges: list[str] | None = None) -> list[dict[str, Any]]:
-    """Every problem's canonical solution and its variants. With `judges` (the judges to ask besides `local`),
-    the attempts outside the local model's sample name them, so `local` judges only the sample."""
+    """Every problem's canonical solution and its variants, each to be judged by `judges` (default: every judge)."""
     attempts: list[dict[str, Any]] = []
     for index, item in enumerate(problems):
         problem = item["problem"]
@@ -199,10 +193,9 @@ def build_attempts(problems: list[dict[str, Any]], judges: list[str] | None = No
                         },
                     }
                 )
-        if judges is not None and index % LOCAL_SAMPLE_EVERY != 0:
-            for attempt in attempts:
-                if attempt["body"]["problem_id"] == problem["problem_id"]:
-                    attempt["body"]["judges"] = judges
+    if judges is not None:
+        for attempt in attempts:
+            attempt["body"]["judges"] = judges
     return attempts
 
 
@@ -261,6 +254,7 @@ def run_against(client: httpx.Client, problems: list[dict[str, Any]]) -> list[di
             response = client.post("/v1/problems", json=item["problem"])
             response.raise_for_status()
             progress.advance(loading)
+    # The local model judges a sample afterwards, on its own (local_act): here, every other judge.
     configured = [j["name"] for j in client.get("/v1/judges").json()]
     others = [name for name in configured if name != LOCAL_JUDGE]
     attempts = build_attempts(problems, others if LOCAL_JUDGE in configured else None)
@@ -324,6 +318,40 @@ def print_table(finished: list[dict[str, Any]]) -> int:
                     f"wall {test.get('wall_time_ms')} ms, peak {test.get('memory_kb')} KiB"
                 )
     return mismatches
+
+
+# The local act: the local model judges the canonical solution and the wrong-value variant of every
+# LOCAL_SAMPLE_EVERY-th problem (24 problems, 48 attempts), after the batch, so that it has both cores: ~3.8 s a
+# judgment of ~500 prompt tokens, since llama-cpp-python computes the logits of every prompt token to give logprobs.
+LOCAL_SAMPLE_EVERY = 7
+
+
+def local_act(client: httpx.Client, finished: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Re-judge a sample of the finished attempts with `local` (one `POST /v1/judgments` job, with progress), and
+    return the finished attempts as they are then (with `local`'s rows)."""
+    problems = sorted({f["body"]["problem_id"] for f in finished}, key=lambda p: int(p.rsplit("/", 1)[1]))
+    sampled = set(problems[::LOCAL_SAMPLE_EVERY])
+    chosen = [f for f in finished if f["body"]["problem_id"] in sampled and f["kind"] in ("canonical", "wrong_value")]
+    started = time.perf_counter()
+    response = client.post(
+        "/v1/judgments", json={"attempt_ids": [f["view"]["attempt_id"] for f in chosen], "judges": [LOCAL_JUDGE]}
+    )
+    response.raise_for_status()
+    job_id = response.json()["job_id"]
+    with _progress() as progress:
+        judging = progress.add_task(f"the local model judges {len(chosen)} attempts", total=len(chosen))
+        while True:
+            job = client.get(f"/v1/jobs/{job_id}").json()
+            progress.update(judging, completed=job["progress"]["done"], total=max(job["progress"]["total"], 1))
+            if job["status"] in TERMINAL_JOB_STATUSES:
+                break
+            time.sleep(0.5)
+    elapsed = time.perf_counter() - started
+    console.print(
+        f"{len(chosen)} attempts of {len(sampled)} problems judged by the local model in {elapsed:.0f} s "
+        f"({elapsed / max(len(chosen), 1):.1f} s each)"
+    )
+    return [{**f, "view": client.get(f"/v1/attempts/{f['view']['attempt_id']}").json()} for f in finished]
 
 
 def print_judges(finished: list[dict[str, Any]]) -> None:
@@ -570,13 +598,15 @@ def run_demo(data_dir: Path | None = None, limit: int | None = None, keep: bool 
         if stack.local_llm is not None:
             console.print(
                 f"local model {stack.local_llm.model} at {stack.local_llm.base_url}: the judge `local` judges the "
-                f"attempts of every {LOCAL_SAMPLE_EVERY}rd problem"
+                f"canonical and wrong-value attempts of every {LOCAL_SAMPLE_EVERY}th problem, after the batch"
             )
         key = stack.admin_key_path.read_text().strip()
         with httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=120) as client:
             problems = humaneval_problems(limit)
             finished = run_against(client, problems)
             mismatches = print_table(finished)
+            if stack.local_llm is not None:
+                finished = local_act(client, finished)
             print_judges(finished)
             page_dir = Path(data_dir) if data_dir else Path.cwd()
             judge_quality_report(client, page_dir / "tribunal-demo-report.html")

@@ -28,6 +28,9 @@ def test_demo_accepts_canonical_solutions_and_catches_every_variant(tmp_path: Pa
     assert "Judge quality against the verdicts" in result.stdout
     page = (tmp_path / "demo" / "tribunal-demo-report.html").read_text()
     assert "data:image/png;base64," in page
+    # The local model judged a sample: read as it answered and as its token probabilities weigh it.
+    assert "local model SmolLM2-135M-Instruct.Q4_1.gguf@sha256:" in result.stdout
+    assert ">local<" in page and ">local (weighted)<" in page
     # The perturbation act: verified mutants, judged, and the perturbation report with its shift plot.
     assert "Mutants by operator" in result.stdout and "Does a judge notice injected defects?" in result.stdout
     perturbation_page = (tmp_path / "demo" / "tribunal-demo-perturbation.html").read_text()
