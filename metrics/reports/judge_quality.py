@@ -89,6 +89,11 @@ def build(
     cluster = check_cluster(cluster, CLUSTERS, "judge_quality")
     rows = with_weighted(rows)
     index = Index(rows)
+    if judges is not None:
+        # A chosen judge brings its weighted twin, when its rows have one.
+        present = {str(r["judge"]) for r in rows}
+        twins = [f"{j}{WEIGHTED}" for j in judges if f"{j}{WEIGHTED}" in present and f"{j}{WEIGHTED}" not in judges]
+        judges = [*judges, *twins]
     judges = names(scored(rows), "judge", judges)
     conditions = names(scored(rows), "condition", conditions)
     report = Report(

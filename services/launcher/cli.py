@@ -15,7 +15,9 @@ from typing import Any
 
 import httpx
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from services.kernel.contracts import FINAL_ATTEMPT_STATUSES, TERMINAL_JOB_STATUSES, JobStatus, Language, Verdict
 from services.kernel.registry import FORMER_NAMES, SERVICES
@@ -114,14 +116,16 @@ def cmd_judges_check(args: argparse.Namespace) -> int:
     if not any(isinstance(j, LLMJudge) and j.enabled for j in judges):
         console.print(f"no LLM judge is configured ({path or 'the embedded offline judges'}): nothing to check")
         return 0
-    table = Table(title=f"LLM endpoints of {path}")
-    for column in ("judge", "served model", "latency", "tokens in/out", "structured output", "logprobs", "result"):
+    table = Table(title=escape(f"LLM endpoints of {path}"))
+    columns = ("judge", "served model", "listed", "latency", "tokens in/out", "structured output", "logprobs", "result")
+    for column in columns:
         table.add_column(column)
     results = check_all(judges)
     for r in results:
         latency = f"{r.latency_ms} ms" if r.latency_ms is not None else "-"
-        result = f"[green]{r.result}[/]" if r.ok else f"[red]{r.result}[/]"
-        table.add_row(r.judge, r.served_model or "-", latency, r.tokens, r.structured, r.logprobs, result)
+        # What an endpoint said is text, never markup: a model name like "x[/]" must not break or style the table.
+        cells = [r.judge, r.served_model or "-", r.listed, latency, r.tokens, r.structured, r.logprobs]
+        table.add_row(*(Text(cell) for cell in cells), Text(r.result, style="green" if r.ok else "red"))
     Console().print(table)
     return 0 if all(r.ok for r in results) else 1
 

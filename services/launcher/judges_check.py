@@ -7,8 +7,11 @@ without its cache.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass
+
+import httpx
 
 from judge.request import JudgeInput, build_messages
 from judge.rubrics import RUBRICS
@@ -36,6 +39,7 @@ class CheckResult:
     latency_ms: int | None
     structured: str  # what the endpoint did with the judge's response_format
     logprobs: str  # whether a request for top_logprobs came back with them
+    listed: str  # whether the endpoint's /models lists the judge's model
     result: str  # the validated fields, or the failure's reason
     tokens: str
 
@@ -53,6 +57,20 @@ async def _probe_logprobs(judge: LLMJudge) -> str:
     finally:
         await provider.close()
     return "yes" if reply.logprobs else "no (none in the reply)"
+
+
+async def _listed(judge: LLMJudge) -> str:
+    """Whether GET {base_url}/models lists the judge's model (a server that echoes any requested name, as
+    llama-cpp-python's does, says only here which models it has)."""
+    api_key = os.environ.get(judge.api_key_env, "") if judge.api_key_env else ""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        async with httpx.AsyncClient(timeout=min(judge.timeout_s, 10.0)) as client:
+            response = await client.get(f"{judge.base_url.rstrip('/')}/models", headers=headers)
+        ids = {str(m.get("id")) for m in response.json().get("data", []) if isinstance(m, dict)}
+    except (httpx.HTTPError, ValueError, AttributeError, TypeError):
+        return "unknown (no model list)"
+    return "yes" if judge.model in ids else "no"
 
 
 async def check_judge(judge: LLMJudge) -> CheckResult:
@@ -87,6 +105,7 @@ async def check_judge(judge: LLMJudge) -> CheckResult:
         outcome.latency_ms if outcome.latency_ms is not None else elapsed,
         structured,
         await _probe_logprobs(judge),
+        await _listed(judge),
         result,
         tokens,
     )

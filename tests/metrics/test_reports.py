@@ -281,6 +281,10 @@ def test_weighted_outputs_are_a_twin_beside_the_sampled_ones_on_the_same_resampl
     )
     assert len(diff["ece"]["ci"]) == 2
     assert {r["judge"] for r in report["tables"]["weighting_differences"]["rows"]} == {"alpha"}
+    # Choosing the judge brings its twin.
+    chosen_only = judge_quality.build(weighted_rows, judges=["alpha"], bootstrap=BOOT, folds=5).to_json()
+    assert _row(chosen_only, "metrics", judge="alpha (weighted)", condition="blind") == twin
+    assert _row(chosen_only, "weighting_differences", judge="alpha", condition="blind") == diff
 
 
 def test_judge_quality_one_class_gives_reasons() -> None:

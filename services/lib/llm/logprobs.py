@@ -23,12 +23,14 @@ they are absent or malformed: providers are hostile, and nothing here raises on 
 3. The token whose span [start, end) contains that offset is the one the model chose the value with. The part of
    its text before the offset is the `prefix` (in practice whitespace or a `:`, e.g. the token " 4" after `":`).
 4. The candidates there are the token's `top_logprobs` alternatives plus the sampled token itself, if it is not
-   among them; a text listed twice counts once, at its higher logprob. A candidate counts only if it starts with
-   the same prefix; the rest r maps to an allowed value a when r == a, or when r is a followed only by JSON
+   among them; a text listed twice counts once, at its higher logprob. A candidate counts only if it continues the
+   same prefix, JSON's insignificant whitespace ignored (" true", "true" and ": true" all spell `true` where the
+   sampled token was " true"); the rest r maps to an allowed value a when r == a, or when r is a followed only by JSON
    delimiters or whitespace (",", "}", "]", " ", "\\n", "\\t", "\\r"; e.g. "4," or "true}"), or when r is a
    non-empty proper prefix of exactly one allowed value (e.g. `"acc` for `"accept"`; a prefix of two or more is
    ambiguous and not counted). Each allowed value's probability is the sum of exp(logprob) over the candidates
-   mapping to it (several token texts can spell one value), at most 1.
+   mapping to it (several token texts can spell one value), at most 1; if a provider's figures add up past 1
+   (disjoint tokens cannot), all are scaled down to sum to 1.
 5. mass = min(1, sum of the probabilities); expected = sum(p_i * v_i) / sum(p_i), None when mass is 0. The
    divisor is the probabilities' own sum, which is the mass whenever the provider's figures are a distribution;
    when hostile figures sum past 1, dividing by the clamped mass would put the expected value outside the allowed
@@ -185,26 +187,51 @@ def score_distribution(content: str, tokens: list[TokenLogprob], probe: LogprobP
     prefix = content[start:offset]
     totals = dict.fromkeys(probe.allowed, 0.0)
     for text, logprob in _candidates(tokens[index]).items():
-        if not text.startswith(prefix) or math.isnan(logprob) or logprob > LOGPROB_TOLERANCE:
+        rest = _after_prefix(text, prefix)
+        if rest is None or math.isnan(logprob) or logprob > LOGPROB_TOLERANCE:
             continue
-        value = _match(text[len(prefix) :], probe.allowed)
+        value = _match(rest, probe.allowed)
         if value is not None:
             totals[value] += math.exp(logprob)
     return from_probabilities(totals, probe)
 
 
-def from_probabilities(probabilities: Mapping[str, float], probe: LogprobProbe) -> ScoreDistribution:
+def _after_prefix(text: str, prefix: str) -> str | None:
+    """What a candidate spells after the sampled token's part before the value (`prefix`, e.g. " " or ": "), with
+    JSON's insignificant whitespace ignored on both sides: " true", "true" and ": true" all spell `true` where the
+    sampled token was " true". None when the candidate does not continue the prefix's other characters."""
+    core = "".join(c for c in prefix if c not in _JSON_WHITESPACE)
+    rest = text.lstrip(_JSON_WHITESPACE)
+    if not rest.startswith(core):
+        return None
+    return rest[len(core) :].lstrip(_JSON_WHITESPACE)
+
+
+def from_probabilities(probabilities: Mapping[str, object], probe: LogprobProbe) -> ScoreDistribution:
     """The distribution of the allowed values' probabilities (each clamped to [0, 1]; a value not given counts 0):
     its mass and G-Eval's expected value. What `score_distribution` ends with, and what a cached answer's stored
     probabilities are read back as."""
-    probabilities = {text: min(1.0, max(0.0, float(probabilities.get(text, 0.0)))) for text in probe.allowed}
-    total = sum(probabilities.values())
+    given: Mapping[str, object] = probabilities if isinstance(probabilities, Mapping) else {}
+    clean: dict[str, float] = {text: _probability(given.get(text, 0.0)) for text in probe.allowed}
+    total = sum(clean.values())
+    if total > 1.0:
+        # Disjoint tokens cannot add up past 1; a provider's figures that do are scaled down, so that what is
+        # stored and served is a sub-distribution.
+        clean = {text: p / total for text, p in clean.items()}
+        total = 1.0
     mass = min(1.0, total)
     if mass <= 0.0:
-        return ScoreDistribution(METHOD, probabilities, 0.0, None)
-    weighted = sum(probabilities[text] * value for text, value in zip(probe.allowed, probe.values, strict=True))
+        return ScoreDistribution(METHOD, clean, 0.0, None)
+    weighted = sum(clean[text] * value for text, value in zip(probe.allowed, probe.values, strict=True))
     expected = min(max(weighted / total, min(probe.values)), max(probe.values))
-    return ScoreDistribution(METHOD, probabilities, mass, expected)
+    return ScoreDistribution(METHOD, clean, mass, expected)
+
+
+def _probability(value: object) -> float:
+    """A stored or computed probability as a float in [0, 1]; anything else (text, None, a boolean, NaN) is 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0.0
+    return min(1.0, max(0.0, float(value)))
 
 
 def _probe_is_sound(probe: LogprobProbe) -> bool:
@@ -311,7 +338,7 @@ def _candidates(token: TokenLogprob) -> dict[str, float]:
     for text, logprob in token.top:
         if text not in candidates or logprob > candidates[text]:
             candidates[text] = logprob
-    if token.token not in candidates:
+    if token.token not in candidates or token.logprob > candidates[token.token]:
         candidates[token.token] = token.logprob
     return candidates
 

@@ -218,6 +218,7 @@ def test_the_server_killed_mid_batch_loses_and_duplicates_nothing(
         if rows[0]["status"] != JudgmentStatus.OK:
             reasons.append(rows[0]["error"])
     assert all(r.split(":")[0] in ("connection", "timeout", "http 500", "http 503") for r in reasons), reasons
+    local_stack.local_llm_server.wait_ready(120)
     assert local_stack.local_llm_server.serves()
 
 

@@ -21,6 +21,7 @@ from services.lib.llm.logprobs import (
     ScoreDistribution,
     TokenLogprob,
     _object_start,
+    from_probabilities,
     parse_token_logprobs,
     score_distribution,
 )
@@ -148,8 +149,40 @@ def test_a_bare_fence_and_surrounding_whitespace() -> None:
 def test_a_token_holding_the_values_start_after_a_prefix() -> None:
     pieces = ['{"score"', ":4", "}"]
     alternatives = {1: [(":4", math.log(0.5)), (":3", math.log(0.4)), ("4", math.log(0.05)), (": 5", math.log(0.01))]}
-    # "4" lacks the token's prefix ":" and so is not at this position; ": 5" keeps the prefix, then " 5" is no value.
-    expect(read(pieces, alternatives, SCORES), {"4": 0.5, "3": 0.4}, (4 * 0.5 + 3 * 0.4) / 0.9)
+    # "4" lacks the token's prefix ":" and so is not at this position; ": 5" keeps it, and JSON's whitespace after
+    # the colon is insignificant, so it spells 5.
+    expect(read(pieces, alternatives, SCORES), {"4": 0.5, "3": 0.4, "5": 0.01}, (4 * 0.5 + 3 * 0.4 + 5 * 0.01) / 0.91)
+
+
+def test_alternatives_that_differ_from_the_sampled_token_only_in_whitespace_count() -> None:
+    """ " 2" where "4" was sampled, and "true" where " true" was: the same values, spelled with or without JSON's
+    insignificant whitespace."""
+    pieces = ['{"score": ', "4", "}"]
+    alternatives = {1: [("4", math.log(0.4)), (" 2", math.log(0.5)), ("5", math.log(0.1))]}
+    expect(read(pieces, alternatives, SCORES), {"4": 0.4, "2": 0.5, "5": 0.1}, 3.1)
+    booleans = LogprobProbe("accepted", ("true", "false"), (1.0, 0.0))
+    tokens = ['{"accepted":', " true", "}"]
+    chosen = {1: [(" true", math.log(0.6)), ("false", math.log(0.3)), ("true", math.log(0.05))]}
+    result = read(tokens, chosen, booleans)
+    assert result is not None and result.probabilities == pytest.approx({"true": 0.65, "false": 0.3}, rel=1e-12)
+
+
+def test_figures_past_one_are_scaled_down_and_junk_reads_as_zero() -> None:
+    probe = LogprobProbe("accepted", ("true", "false"), (1.0, 0.0))
+    scaled = from_probabilities({"true": 1.0, "false": 1.0}, probe)
+    assert scaled.probabilities == {"true": 0.5, "false": 0.5} and scaled.mass == 1.0 and scaled.expected == 0.5
+    junk = from_probabilities({"true": "x", "false": None}, probe)
+    assert junk.probabilities == {"true": 0.0, "false": 0.0} and junk.expected is None
+    assert from_probabilities({"true": True, "false": float("nan")}, probe).mass == 0.0
+    assert from_probabilities([1, 2], probe).mass == 0.0  # type: ignore[arg-type]
+
+
+def test_the_sampled_tokens_own_logprob_wins_over_a_lower_listing() -> None:
+    pieces = ['{"score":', " 4", "}"]
+    tokens = [TokenLogprob(p, -0.01, ()) for p in pieces]
+    tokens[1] = TokenLogprob(" 4", math.log(0.8), ((" 4", math.log(0.01)), (" 3", math.log(0.1))))
+    result = score_distribution("".join(pieces), tokens, SCORES)
+    assert result is not None and result.probabilities["4"] == pytest.approx(0.8, rel=1e-12)
 
 
 def test_a_string_value_by_a_prefix_of_exactly_one_allowed_value() -> None:
@@ -193,12 +226,13 @@ def test_no_allowed_value_among_the_candidates_is_zero_mass() -> None:
 
 
 def test_the_mass_is_clamped() -> None:
-    # A hostile provider: two spellings of 4 at 0.7 and 0.6, and 3 at 0.5. The 4 is clamped to 1, the mass to 1,
-    # and the expected value is the weighted mean over the probabilities' own sum, inside the allowed range.
+    # A hostile provider: two spellings of 4 at 0.7 and 0.6, and 3 at 0.5. The 4 is clamped to 1, then the figures
+    # (summing to 1.5, which disjoint tokens cannot) are scaled down to sum to 1; the expected value is unchanged
+    # by the scaling and inside the allowed range.
     alternatives = {1: [(" 4", math.log(0.7)), (" 4}", math.log(0.6)), (" 3", math.log(0.5))]}
     result = read(['{"score":', " 4", "}"], alternatives, SCORES)
-    assert result.probabilities["4"] == 1.0
-    assert result.probabilities["3"] == pytest.approx(0.5, **EXACT)
+    assert result.probabilities["4"] == pytest.approx(1.0 / 1.5, **EXACT)
+    assert result.probabilities["3"] == pytest.approx(0.5 / 1.5, **EXACT)
     assert result.mass == 1.0
     assert result.expected == pytest.approx((4 * 1.0 + 3 * 0.5) / 1.5, **EXACT)
     # Rounding: a logprob a hair above 0 is a probability of 1, not more.
@@ -314,8 +348,10 @@ def test_probabilities_and_the_expected_value_are_in_range(reply: tuple[str, lis
     content, toks, probe = reply
     result = check_bounds(content, toks, probe)
     top = dict(toks[1].top)
+    raw = {text: min(1.0, math.exp(top[f" {text}"])) for text in probe.allowed}
+    scale = max(1.0, sum(raw.values()))  # figures past 1 in all are scaled down to sum to 1
     for text in probe.allowed:
-        assert result.probabilities[text] == pytest.approx(min(1.0, math.exp(top[f" {text}"])), **EXACT)
+        assert result.probabilities[text] == pytest.approx(raw[text] / scale, **EXACT)
 
 
 @settings(deadline=None)
