@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import base64
-import json
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import and_, or_, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from gateway import quotas
+from gateway import paging, quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
 from gateway.schemas import AttemptAccepted, AttemptIn, AttemptOut, AttemptPage, BatchAccepted, BatchIn
@@ -120,19 +117,6 @@ async def get(
     return await find_attempt_view(session, principal.tenant, attempt_id) or view
 
 
-def _encode_cursor(attempt: Attempt) -> str:
-    raw = json.dumps([attempt.created_at.isoformat(), attempt.attempt_id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        created, attempt_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return datetime.fromisoformat(created), str(attempt_id)
-    except (ValueError, TypeError) as exc:
-        raise field_error(["query", "cursor"], "not a cursor this API returned", 400) from exc
-
-
 @router.get("", response_model=AttemptPage)
 async def list_attempts(
     principal: ReadKey,
@@ -140,7 +124,7 @@ async def list_attempts(
     problem_id: str | None = None,
     participant: str | None = None,
     status: AttemptStatus | None = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    limit: paging.Limit = paging.DEFAULT_LIMIT,
     cursor: str | None = None,
 ) -> dict[str, Any] | JSONResponse:
     query = select(Attempt).where(Attempt.tenant == principal.tenant)
@@ -153,17 +137,7 @@ async def list_attempts(
         query = query.where(Attempt.participant == participant)
     if status is not None:
         query = query.where(Attempt.status == status)
-    if cursor:
-        created, last_id = _decode_cursor(cursor)
-        query = query.where(
-            or_(
-                Attempt.created_at > created,
-                and_(Attempt.created_at == created, Attempt.attempt_id > last_id),
-            )
-        )
-    rows = (await session.scalars(query.order_by(Attempt.created_at, Attempt.attempt_id).limit(limit + 1))).all()
-    page = rows[:limit]
-    return {
-        "items": await attempt_views(session, page),  # a bounded number of statements for any page size
-        "next_cursor": _encode_cursor(page[-1]) if len(rows) > limit else None,
-    }
+    rows = (await session.scalars(paging.window(query, Attempt.created_at, Attempt.attempt_id, cursor, limit))).all()
+    page, next_cursor = paging.split(rows, limit, lambda attempt: (attempt.created_at, attempt.attempt_id))
+    # A bounded number of statements for any page size.
+    return {"items": await attempt_views(session, page), "next_cursor": next_cursor}

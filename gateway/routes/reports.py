@@ -1,19 +1,22 @@
-"""Reports: judge-quality and friends computed over stored judgments by the reports worker; JSON, PNG plots, HTML."""
+"""Reports: judge-quality and friends computed over stored judgments by the reports worker; JSON, PNG plots, HTML.
+Listed with a cursor, without their results."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 from sqlalchemy import select
 
-from gateway import quotas
+from gateway import paging, quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import ApiError, field_error
-from gateway.schemas import ReportIn
+from gateway.schemas import ReportIn, ReportPage
 from gateway.submissions import not_found
-from metrics.reports import ReportParamError, resolve_cluster
+from metrics.reports import ReportKind, ReportParamError, resolve_cluster
 from services.kernel import jobs, queue
 from services.kernel.contracts import JobKind, JobStatus
 from services.kernel.models import Job, Report, ReportPlot, new_id
@@ -61,14 +64,76 @@ async def _own(session: SessionDep, report_id: str, tenant: str) -> Report:
     return report
 
 
+def _links(request: Request, report_id: str, plot_names: Iterable[str], has_html: bool) -> dict[str, Any]:
+    """A report's `plots` and `html` links: paths relative to the API's own origin, never built from the request's
+    Host header, which the client chose (a forged Host would make a client that follows the link send its key
+    elsewhere)."""
+    base = request.scope.get("root_path", "") + request.app.url_path_for("get_report", report_id=report_id)
+    return {
+        "plots": {name: f"{base}/plots/{name}.png" for name in sorted(plot_names)},
+        "html": f"{base}/html" if has_html else None,
+    }
+
+
+@router.get("", response_model=ReportPage)
+async def list_reports(
+    principal: ReadKey,
+    session: SessionDep,
+    request: Request,
+    kind: ReportKind | None = None,
+    limit: paging.Limit = paging.DEFAULT_LIMIT,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """The tenant's reports, oldest first, each as `GET /v1/reports/{report_id}` answers it but without `result`:
+    neither it nor the HTML page is read, and the page costs two statements (with the plots' names) for any size."""
+    query = (
+        select(
+            Report.report_id,
+            Report.kind,
+            Report.params,
+            Report.job_id,
+            Report.created_at,
+            Report.finished_at,
+            Report.html.is_not(None).label("has_html"),
+            Job.status,
+            Job.error,
+        )
+        .outerjoin(Job, Job.job_id == Report.job_id)
+        .where(Report.tenant == principal.tenant)
+    )
+    if kind is not None:
+        query = query.where(Report.kind == kind)
+    rows = (await session.execute(paging.window(query, Report.created_at, Report.report_id, cursor, limit))).all()
+    page, next_cursor = paging.split(rows, limit, lambda row: (row.created_at, row.report_id))
+    plots: dict[str, list[str]] = defaultdict(list)
+    if page:
+        names = select(ReportPlot.report_id, ReportPlot.name).where(
+            ReportPlot.report_id.in_([row.report_id for row in page])
+        )
+        for report_id, name in (await session.execute(names)).all():
+            plots[report_id].append(name)
+    items = [
+        {
+            "report_id": row.report_id,
+            "kind": row.kind,
+            "params": row.params,
+            "status": row.status or JobStatus.FAILED,  # as the single read: a report whose job is gone failed
+            "job_id": row.job_id,
+            "error": row.error,
+            "created_at": row.created_at,
+            "finished_at": row.finished_at,
+            **_links(request, row.report_id, plots[row.report_id], bool(row.has_html)),
+        }
+        for row in page
+    ]
+    return {"items": items, "next_cursor": next_cursor}
+
+
 @router.get("/{report_id}", name="get_report")
 async def get(report_id: str, principal: ReadKey, session: SessionDep, request: Request) -> dict[str, Any]:
     report = await _own(session, report_id, principal.tenant)
     job = await session.get(Job, report.job_id)
     names = (await session.scalars(select(ReportPlot.name).where(ReportPlot.report_id == report_id))).all()
-    # Links relative to the API's own origin: never built from the request's Host header, which the client chose
-    # (a forged Host would make a client that follows the link send its key elsewhere).
-    base = request.scope.get("root_path", "") + request.app.url_path_for("get_report", report_id=report_id)
     return {
         "report_id": report.report_id,
         "kind": report.kind,
@@ -79,8 +144,7 @@ async def get(report_id: str, principal: ReadKey, session: SessionDep, request: 
         "result": report.result,
         "created_at": report.created_at,
         "finished_at": report.finished_at,
-        "plots": {name: f"{base}/plots/{name}.png" for name in sorted(names)},
-        "html": f"{base}/html" if report.html else None,
+        **_links(request, report_id, names, report.html is not None),
     }
 
 

@@ -25,14 +25,14 @@ from gateway.schemas.common import (
     within_limit,
 )
 from gateway.schemas.executions import ExecutionIn
-from gateway.schemas.jobs import JobOut
+from gateway.schemas.jobs import JobOut, JobPage
 from gateway.schemas.judges import JudgmentsIn
 from gateway.schemas.keys import KeyCreate, KeyCreated, KeyInfo, Quotas
 from gateway.schemas.languages import LanguageOut
 from gateway.schemas.metrics import MetricsIn
 from gateway.schemas.perturbations import PerturbationsIn
-from gateway.schemas.problems import ProblemIn, ProblemOut, ReferenceIn
-from gateway.schemas.reports import ReportIn
+from gateway.schemas.problems import ProblemIn, ProblemOut, ProblemPage, ReferenceIn
+from gateway.schemas.reports import ReportIn, ReportPage, ReportSummary
 from gateway.schemas.similarity import (
     MAX_PAIRS_PER_DATASET,
     DatasetIn,
@@ -62,6 +62,7 @@ __all__ = [
     "ExecutionIn",
     "FuzzingParams",
     "JobOut",
+    "JobPage",
     "JudgmentsIn",
     "KeyCreate",
     "KeyCreated",
@@ -74,11 +75,14 @@ __all__ = [
     "PerturbationsIn",
     "ProblemIn",
     "ProblemOut",
+    "ProblemPage",
     "ProgramIn",
     "Quotas",
     "RecordIn",
     "ReferenceIn",
     "ReportIn",
+    "ReportPage",
+    "ReportSummary",
     "RequestBody",
     "Seed",
     "SourceCode",

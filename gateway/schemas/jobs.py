@@ -20,3 +20,8 @@ class JobOut(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+
+class JobPage(BaseModel):
+    items: list[JobOut]
+    next_cursor: str | None

@@ -78,3 +78,8 @@ class ProblemOut(BaseModel):
     references: list[dict[str, Any]]
     input_spec: dict[str, Any] | None
     created_at: datetime
+
+
+class ProblemPage(BaseModel):
+    items: list[ProblemOut]
+    next_cursor: str | None

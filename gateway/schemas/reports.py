@@ -1,14 +1,16 @@
-"""Reports: what a report is computed over (its kind, the judgments' filter, folds, bootstrap and its unit)."""
+"""Reports: what a report is computed over (its kind, the judgments' filter, folds, bootstrap and its unit), and
+a report as listed."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from gateway.schemas.common import RequestBody, Seed
 from metrics.reports import Cluster, ReportKind
-from services.kernel.contracts import Condition
+from services.kernel.contracts import Condition, JobStatus
 
 
 class ReportIn(RequestBody):
@@ -23,3 +25,24 @@ class ReportIn(RequestBody):
         description="bootstrap unit; default per kind: seed (perturbation), problem (similarity), else trajectory",
     )
     seed: Seed = 0
+
+
+class ReportSummary(BaseModel):
+    """A report as `GET /v1/reports` lists it: `GET /v1/reports/{id}` without its `result` (which can be large)."""
+
+    report_id: str
+    kind: str
+    params: dict[str, Any]
+    status: JobStatus
+    job_id: str
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    # Paths on the API's own origin, as `GET /v1/reports/{id}` links them.
+    plots: dict[str, str]
+    html: str | None
+
+
+class ReportPage(BaseModel):
+    items: list[ReportSummary]
+    next_cursor: str | None
