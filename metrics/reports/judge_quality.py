@@ -91,8 +91,8 @@ def build(
     index = Index(rows)
     if judges is not None:
         # A chosen judge brings its weighted twin, when its rows have one.
-        present = {str(r["judge"]) for r in rows}
-        twins = [f"{j}{WEIGHTED}" for j in judges if f"{j}{WEIGHTED}" in present and f"{j}{WEIGHTED}" not in judges]
+        in_rows = {str(r["judge"]) for r in rows}
+        twins = [f"{j}{WEIGHTED}" for j in judges if f"{j}{WEIGHTED}" in in_rows and f"{j}{WEIGHTED}" not in judges]
         judges = [*judges, *twins]
     judges = names(scored(rows), "judge", judges)
     conditions = names(scored(rows), "condition", conditions)
