@@ -44,6 +44,7 @@ SCALAR_PARAMS: dict[str, Any] = {
     "min_clusters": 2,
     "protocol": "pseudocode",
     "step": None,
+    "k": 1,
 }
 
 

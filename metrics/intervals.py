@@ -70,7 +70,9 @@ def prepare_bootstrap(
         _, cluster_codes = label_codes(labels)
         pairs = np.unique(np.stack([group_codes, cluster_codes]), axis=1)
         if np.unique(pairs[0]).size != pairs.shape[1]:
-            raise MetricInputError("cluster splits a trajectory (groups); resample whole trajectories or coarser units")
+            raise MetricInputError(
+                "cluster splits a trajectory (groups; for pass_at_k, a task); resample whole groups or coarser units"
+            )
     min_clusters = integer_param(inputs.settings, "min_clusters", 2)
     return draw_resamples(labels, bootstrap, seed, min_clusters), labels
 

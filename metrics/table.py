@@ -10,7 +10,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from metrics import agreement, axiom, calibration, cocreation, decisions, discrimination, perturbation, similarity
+from metrics import (
+    agreement,
+    axiom,
+    calibration,
+    cocreation,
+    decisions,
+    discrimination,
+    passk,
+    perturbation,
+    similarity,
+)
 from metrics.arrays import FloatArray
 from metrics.errors import MetricInputError
 from metrics.inputs import Inputs, choice_param, integer_param, number_param
@@ -137,6 +147,15 @@ def _local_thresholds(inputs: Inputs) -> dict[str, float]:
     }
 
 
+def _pass_at_k(inputs: Inputs) -> tuple[dict[str, float], dict[str, str]]:
+    name = "pass_at_k"
+    return passk.pass_at_k(inputs.binary_truth(name), inputs.need("groups", name), inputs.settings["k"])
+
+
+def _pass_at_k_skipped(inputs: Inputs) -> dict[str, str]:
+    return _pass_at_k(inputs)[1]
+
+
 # Why a metric has no bootstrap interval (it is computed once, on the full sample).
 NO_INTERVAL = {
     "local_thresholds": "no bootstrap interval for local_thresholds: it is a grid search, computed once on the full "
@@ -147,12 +166,14 @@ NO_INTERVAL = {
 @dataclass(frozen=True)
 class Spec:
     """One metric: its value on the inputs, its weights-based form over all resamples at once (if it has one),
-    whether its resamples must keep trajectories whole, and whether it has a bootstrap interval."""
+    whether its resamples must keep trajectories (the groups) whole, whether it has a bootstrap interval, and for a
+    dict-valued metric that leaves some keys out, why (key -> reason; empty when it leaves none out)."""
 
     point: Callable[[Inputs], Value]
     weighted: Callable[[Inputs, FloatArray], FloatArray] | None = None
     trajectories: bool = False
     bootstrap: bool = True
+    left_out: Callable[[Inputs], dict[str, str]] | None = None
 
 
 SPECS: dict[str, Spec] = {
@@ -224,6 +245,8 @@ SPECS: dict[str, Spec] = {
         )
     ),
     "local_thresholds": Spec(_local_thresholds, bootstrap=False),
+    # A task's samples are resampled together (trajectories=True: groups are the tasks).
+    "pass_at_k": Spec(lambda i: _pass_at_k(i)[0], trajectories=True, left_out=_pass_at_k_skipped),
     **{f"axiom_{subtask}": Spec(_axiom(subtask)) for subtask in axiom.SUBTASKS},
 }
 

@@ -4,7 +4,7 @@ a report as listed."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
@@ -22,9 +22,16 @@ class ReportIn(RequestBody):
     bootstrap: int = Field(default=2000, ge=0, le=20_000)
     cluster: Cluster | None = Field(
         default=None,
-        description="bootstrap unit; default per kind: seed (perturbation), problem (similarity), else trajectory",
+        description="bootstrap unit; default per kind: seed (perturbation), problem (similarity, pass_at_k), else "
+        "trajectory",
     )
     seed: Seed = 0
+    k: list[Annotated[int, Field(ge=1, le=100_000)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=32,
+        description="pass_at_k: the k values; default 1, and 10 and 100 where every task has that many samples",
+    )
 
 
 class ReportSummary(BaseModel):

@@ -3,8 +3,9 @@
 Pure: python data in, typed reports out (:mod:`metrics.reports.model`; ``Report.to_json()`` is the stored and
 served JSON). Every number comes from the metric library (``metrics.registry`` and the modules it wraps); these
 modules only select rows, align arrays and lay the results out. One module per kind (``judge_quality``,
-``agreement``, ``cocreation``, ``axiom``, ``perturbation``, ``similarity``), each with a ``build(rows, **params)``;
-:mod:`metrics.reports.params` maps a request's parameters to a builder's arguments (``build_report``).
+``agreement``, ``cocreation``, ``axiom``, ``perturbation``, ``similarity``, and ``passk`` for ``pass_at_k``), each
+with a ``build(rows, **params)``; :mod:`metrics.reports.params` maps a request's parameters to a builder's arguments
+(``build_report``).
 
 Input: the tidy judgment table
     A list of dicts, one per stored judgment row, with the keys ``attempt_id, problem_id, participant, turn,
@@ -14,7 +15,8 @@ Input: the tidy judgment table
     scored, except the consistency part of ``agreement``, which reads every repeat. A judge's probability for an
     attempt is ``p_ac`` when present, else ``score / 5`` (the 0..5 rubric score read as a probability); a row with
     neither is left out. Perturbation mutants (rows with a ``parent_attempt_id``) are read by ``perturbation`` (and
-    as code pairs by ``similarity``) only; every other builder ignores them.
+    as code pairs by ``similarity``) only; every other builder ignores them. ``pass_at_k`` reads one row per attempt
+    and its ``verdict`` (correct when ``"AC"``), whatever the judge.
 
 Output: a :class:`Report`, as JSON ``{"kind", "params", "generated_at", "sections", "tables", "plots", "errors"}``
     - ``params``: the arguments the report was built with (and the bootstrap actually used).

@@ -79,6 +79,10 @@ LABELS = {
     "metric": "Metric",
     "region": "Region",
     "pairs": "Pairs",
+    "k": "k",
+    "tasks": "Tasks",
+    "samples": "Samples",
+    "pass_at_k": "pass@k",
 }
 
 

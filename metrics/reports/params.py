@@ -1,12 +1,13 @@
 """The one place request parameters become builder arguments.
 
 A report request (``POST /v1/reports``: ``kind``, ``judges``, ``conditions``, ``folds``, ``bootstrap``, ``cluster``,
-``seed``; ``filter`` selects the rows and is not the builder's) is passed to the builder of its kind by name: every
-request field that the builder declares as a keyword parameter reaches it, and no other. Adding a parameter to a
+``seed``, ``k``; ``filter`` selects the rows and is not the builder's) is passed to the builder of its kind by name:
+every request field that the builder declares as a keyword parameter reaches it, and no other. Adding a parameter to a
 builder is therefore enough for the API's value of that name to reach it; nothing here lists which builder takes
 what. A field left out of the request (or null) leaves the builder's default, so ``cluster`` defaults per kind:
 ``seed`` for perturbation (mutants of one seed program are dependent), ``problem`` for similarity (pairs of one
-problem share their reference), ``trajectory`` for the rest.
+problem share their reference) and pass_at_k (the only one it takes: a task's samples are resampled together),
+``trajectory`` for the rest.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from metrics.errors import MetricInputError
-from metrics.reports import agreement, axiom, cocreation, judge_quality, perturbation, similarity
+from metrics.reports import agreement, axiom, cocreation, judge_quality, passk, perturbation, similarity
 from metrics.reports.common import CLUSTERS, TidyRow
 from metrics.reports.model import Report
 
@@ -33,6 +34,7 @@ class ReportKind(StrEnum):
     AXIOM = axiom.KIND
     PERTURBATION = perturbation.KIND
     SIMILARITY = similarity.KIND
+    PASS_AT_K = passk.KIND
 
 
 BUILDERS: dict[str, Builder] = {
@@ -42,14 +44,18 @@ BUILDERS: dict[str, Builder] = {
     ReportKind.AXIOM: axiom.build,
     ReportKind.PERTURBATION: perturbation.build,
     ReportKind.SIMILARITY: similarity.build,
+    ReportKind.PASS_AT_K: passk.build,
 }
 KINDS: tuple[ReportKind, ...] = tuple(ReportKind)
 
 # The cluster values each kind accepts (a builder refuses any other).
-CLUSTERS_OF: dict[str, tuple[str, ...]] = dict.fromkeys(KINDS, CLUSTERS) | {cocreation.KIND: cocreation.CLUSTERS}
+CLUSTERS_OF: dict[str, tuple[str, ...]] = dict.fromkeys(KINDS, CLUSTERS) | {
+    cocreation.KIND: cocreation.CLUSTERS,
+    passk.KIND: passk.CLUSTERS,
+}
 
 # Request fields a builder may take; ``filter`` (which rows) is the reports service's.
-REQUEST_FIELDS = ("judges", "conditions", "folds", "bootstrap", "cluster", "seed")
+REQUEST_FIELDS = ("judges", "conditions", "folds", "bootstrap", "cluster", "seed", "k")
 
 
 class ReportParamError(MetricInputError):

