@@ -29,8 +29,8 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from services.launcher.demo import HUMANEVAL_LIMITS, humaneval_test_code
 from services.launcher.stack import EmbeddedStack
+from services.lib.datasets import HUMANEVAL_LIMITS, humaneval_test_code
 
 RESULTS = Path(__file__).parent / "results"
 console = Console()

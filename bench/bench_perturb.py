@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from executor.run import Executor  # noqa: E402
 from services.kernel.contracts import Language, Limits, Mode, TestCase  # noqa: E402
 from services.kernel.settings import get_settings  # noqa: E402
-from services.launcher.demo import HUMANEVAL_LIMITS, humaneval_test_code  # noqa: E402
+from services.lib.datasets import HUMANEVAL_LIMITS, humaneval_test_code  # noqa: E402
 from services.lib.mutation import generate  # noqa: E402
 
 console = Console()

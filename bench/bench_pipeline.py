@@ -428,7 +428,7 @@ def restart_all(stack: Any, variant: str, sandbox: str, before: Path | None) -> 
 
 
 def register_problems(client: httpx.Client, problems: dict[str, dict[str, Any]]) -> None:
-    from services.launcher.demo import HUMANEVAL_LIMITS, humaneval_test_code
+    from services.lib.datasets import HUMANEVAL_LIMITS, humaneval_test_code
 
     for task_id, item in problems.items():
         client.post(

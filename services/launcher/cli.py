@@ -214,6 +214,20 @@ def cmd_problems_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import a dataset file through its format's loader (services/launcher/importer.py); non-zero if a line was bad."""
+    from services.launcher.importer import import_file
+
+    with client_from(args) as client:
+        report = import_file(client, Path(args.file), args.format, batch_size=args.batch_size, console=console)
+    for line in report.notes:
+        console.print(line, markup=False, style="yellow")
+    for line in report.errors:
+        console.print(line, markup=False, style="red")
+    print(json.dumps(report.summary()))
+    return 1 if report.errors else 0
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     path = Path(args.file)
     language = args.language or EXTENSIONS.get(path.suffix)
@@ -542,6 +556,15 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("file")
     client_args(add)
     add.set_defaults(func=cmd_problems_add)
+
+    from services.lib.datasets import FORMATS
+
+    importing = sub.add_parser("import", help="import a dataset file (JSONL) through its format's loader")
+    importing.add_argument("file", help="JSON Lines, one record a line (.gz too)")
+    importing.add_argument("--format", required=True, choices=list(FORMATS), help="docs/datasets.md")
+    importing.add_argument("--batch-size", type=int, default=None, help="attempts a batch (default the server's max)")
+    client_args(importing)
+    importing.set_defaults(func=cmd_import)
 
     submit = sub.add_parser("submit", help="submit a program for a problem")
     submit.add_argument("file")

