@@ -15,6 +15,7 @@ from gateway.routes import (
     attempts,
     benchmarks,
     executions,
+    exports,
     jobs,
     judges,
     keys,
@@ -134,7 +135,7 @@ def create_app() -> FastAPI:
         lifespan=_lifespan,
     )
     errors.install(app)
-    routers = (keys, problems, attempts, jobs, executions, languages, judges, metrics, reports, perturbations)
+    routers = (keys, problems, attempts, exports, jobs, executions, languages, judges, metrics, reports, perturbations)
     for module in (*routers, similarity, benchmarks, ops):
         app.include_router(module.router)
     app.add_middleware(MetricsMiddleware)

@@ -25,6 +25,9 @@ _ERRORS = {
 
 # Answers that only some operations give, beyond the rules in `_statuses`.
 _SPECIFIC: dict[tuple[str, str], dict[int, str]] = {
+    ("get", "/v1/exports/attempts"): {
+        404: "The tenant has no job `job_id` or no problem `problem_id` (`loc` names it)"
+    },
     ("post", "/v1/problems"): {
         200: "A problem with this id and the same content exists (idempotent)",
         409: "A problem with this id and different content exists",

@@ -293,6 +293,19 @@ def _follow(
             time.sleep(every_s)
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Stream a job's or a problem's attempts × judgments as JSONL or CSV (GET /v1/exports/attempts)."""
+    from services.launcher.exporter import export_attempts
+
+    with client_from(args) as client:
+        code, error = export_attempts(
+            client, job_id=args.job_id, problem_id=args.problem_id, format=args.format, output=args.output
+        )
+    if code:
+        console.print(error, markup=False, style="red")
+    return code
+
+
 def cmd_perturb(args: argparse.Namespace) -> int:
     """Perturb accepted attempts, follow the job with a progress bar, then print its mutants as a table."""
 
@@ -573,6 +586,14 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--wait", action="store_true", help="poll until the verdict, with progress")
     client_args(submit)
     submit.set_defaults(func=cmd_submit)
+
+    export = sub.add_parser("export", help="a job's or a problem's attempts × judgments as JSONL or CSV")
+    export.add_argument("--job-id", help="the attempts this job created")
+    export.add_argument("--problem-id", help="the attempts of this problem (with --job-id: of both)")
+    export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+    export.add_argument("--output", type=Path, metavar="FILE", help="write to FILE (default stdout)")
+    client_args(export)
+    export.set_defaults(func=cmd_export)
 
     perturb = sub.add_parser("perturb", help="make verified mutants of accepted attempts, with progress")
     perturb.add_argument("attempt_ids", nargs="+", metavar="ATTEMPT_ID")
