@@ -35,6 +35,9 @@ REVIEWED: dict[tuple[str, str, str], str] = {
     ("services/lib/sandbox/verdicts.py", "classify", "stderr"): "searched for fixed runtime markers; never copied",
     ("services/lib/sandbox/results.py", "stderr_text", "stderr"): "the RunResult property itself",
     ("executor/languages.py", "_output", "stdout"): "`--version` of the host's own toolchain: no untrusted input",
+    ("services/launcher/exporter.py", "export_attempts", "stdout"): (
+        "the CLI's own stdout, written with the gateway's export (cleaned rows, no tool output): nothing is read"
+    ),
     ("executor/languages.py", "_output", "stderr"): "same",
     ("executor/worker.py", "_execute_attempt", "compile_output"): "the sanitised build output, stored",
     ("executor/differential/campaign.py", "side_program", "compile_output"): (
