@@ -26,6 +26,7 @@ from gateway.routes import (
     problems,
     reports,
     similarity,
+    studies,
 )
 from gateway.waiting import EndedAttempts
 from services.kernel import queue, telemetry
@@ -136,7 +137,7 @@ def create_app() -> FastAPI:
     )
     errors.install(app)
     routers = (keys, problems, attempts, exports, jobs, executions, languages, judges, metrics, reports, perturbations)
-    for module in (*routers, similarity, benchmarks, ops):
+    for module in (*routers, similarity, benchmarks, studies, ops):
         app.include_router(module.router)
     app.add_middleware(MetricsMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=get_settings().max_body_bytes)

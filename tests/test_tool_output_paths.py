@@ -39,6 +39,9 @@ REVIEWED: dict[tuple[str, str, str], str] = {
         "the CLI's own stdout, written with the gateway's export (cleaned rows, no tool output): nothing is read"
     ),
     ("executor/languages.py", "_output", "stderr"): "same",
+    ("services/launcher/study.py", "cmd_run", "stderr"): "the CLI's own stderr, written with its own messages",
+    ("services/launcher/study.py", "cmd_status", "stderr"): "same",
+    ("services/launcher/study.py", "cmd_report", "stderr"): "same",
     ("executor/worker.py", "_execute_attempt", "compile_output"): "the sanitised build output, stored",
     ("executor/differential/campaign.py", "side_program", "compile_output"): (
         "the sanitised build output, `printable()` again and capped, in a failed pair's message"

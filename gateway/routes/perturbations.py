@@ -4,14 +4,17 @@ records the job and enqueues."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway import quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
+from gateway.principal import Principal
 from gateway.schemas import PerturbationsIn
 from gateway.submissions import not_found
 from services.kernel import attempts, jobs, queue
@@ -68,6 +71,14 @@ async def list_operators(_: ReadKey) -> list[dict[str, Any]]:
 @router.post("", status_code=202)
 async def perturb(body: PerturbationsIn, principal: SubmitKey, session: SessionDep) -> dict[str, Any]:
     """Perturb accepted attempts: each becomes a seed whose mutants are attempts (execute -> verify -> judge)."""
+    return await create_perturbation(body, principal, session)
+
+
+async def create_perturbation(
+    body: PerturbationsIn, principal: Principal, session: AsyncSession, recorded: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Validate, record the perturbation job and enqueue its seeds. `recorded(job_id)` runs in the transaction
+    that creates the job (a study records it there, so that a resumed run never makes it twice)."""
     catalogue = {operator.name for operator in CATALOGUE}
     for position, name in enumerate(body.operators or []):
         if name not in catalogue:
@@ -120,6 +131,8 @@ async def perturb(body: PerturbationsIn, principal: SubmitKey, session: SessionD
     async with quotas.judgments_counted(
         session, principal, seeds_judged, per_request=seeds_judged + most_mutants * len(judges)
     ):
+        if recorded is not None:
+            recorded(job.job_id)
         await session.commit()
     try:
         for attempt_id in body.attempt_ids:

@@ -4,16 +4,18 @@ Listed with a cursor, without their results."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway import paging, quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import ApiError, field_error
+from gateway.principal import Principal
 from gateway.schemas import ReportIn, ReportPage
 from gateway.submissions import not_found
 from metrics.reports import ReportKind, ReportParamError, resolve_cluster
@@ -28,6 +30,14 @@ router = APIRouter(prefix="/v1/reports", tags=["reports"])
 
 @router.post("", status_code=202)
 async def create(body: ReportIn, principal: SubmitKey, session: SessionDep) -> dict[str, Any]:
+    return await create_report(body, principal, session)
+
+
+async def create_report(
+    body: ReportIn, principal: Principal, session: AsyncSession, recorded: Callable[[str, str], None] | None = None
+) -> dict[str, Any]:
+    """Record a report and its job, and enqueue it. `recorded(report_id, job_id)` runs in the transaction that
+    creates them (a study records its report there, so that a resumed run never makes it twice)."""
     params = body.model_dump(mode="json")
     try:
         # Stored as the report will resample it: the kind's default when the request names none.
@@ -49,6 +59,8 @@ async def create(body: ReportIn, principal: SubmitKey, session: SessionDep) -> d
                 job_id=job.job_id,
             )
         )
+        if recorded is not None:
+            recorded(report_id, job.job_id)
         await session.commit()
     try:
         await queue.enqueue(Task.BUILD_REPORT, report_id, tenant=principal.tenant)

@@ -184,4 +184,8 @@ def public_view(judge: LLMJudge | OfflineJudge) -> dict[str, Any]:
         "provider": judge.provider,
         "model": judge.model,
         "enabled": judge.enabled,
+        # What a study's plan reads (services/launcher/study.py): the request budget and the prices, if any.
+        "max_tokens": getattr(judge, "max_tokens", None),
+        "price_per_mtok_in": getattr(judge, "price_per_mtok_in", None),
+        "price_per_mtok_out": getattr(judge, "price_per_mtok_out", None),
     }

@@ -309,6 +309,25 @@ class Report(Base):
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
+class Study(Base):
+    """A study (docs/studies.md): its validated spec, as `tribunal study run` posted it, and the state of each of
+    its stages. The problems it imported are its scope: its attempts are theirs. A stage that creates a job (the
+    perturbations, each report) records the job's id in the same transaction that creates it, so that a resumed
+    run finds it and never creates it twice."""
+
+    __tablename__ = "study"
+    __table_args__ = (UniqueConstraint("tenant", "name", name="uq_study_tenant_name"),)
+
+    study_id: Mapped[str] = mapped_column(CleanString(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(CleanString(100), index=True)
+    name: Mapped[str] = mapped_column(CleanString(64))
+    spec: Mapped[dict[str, Any]] = mapped_column(CleanJSON)
+    spec_hash: Mapped[str] = mapped_column(CleanString(64))
+    state: Mapped[dict[str, Any]] = mapped_column(CleanJSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+
 class ReportPlot(Base):
     """One PNG of a report."""
 

@@ -642,6 +642,10 @@ def build_parser() -> argparse.ArgumentParser:
     client_args(similarity)
     similarity.set_defaults(func=cmd_similarity)
 
+    from services.launcher import study
+
+    study.add_parser(sub, client_args, client_from)
+
     demo = sub.add_parser("demo", help="HumanEval end to end: canonical solutions and wrong variants, then a table")
     demo.add_argument("--data-dir", type=Path, default=None)
     demo.add_argument("--limit", type=int, default=None, help="only the first N problems")

@@ -41,6 +41,10 @@ class ImportReport:
     pairs: int = 0
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # The problems the file made or named (its attempts' too), in first-seen order, and each one's first
+    # reference solution (`{language, source_code}`): what a study's scope and reference attempts are.
+    problem_ids: dict[str, None] = field(default_factory=dict)
+    references: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -54,7 +58,8 @@ class ImportReport:
         }
 
 
-def _lines(raw: IO[bytes], gzipped: bool) -> Iterator[bytes]:
+def file_lines(raw: IO[bytes], gzipped: bool) -> Iterator[bytes]:
+    """The lines of a file, un-gzipped when `gzipped`, one at a time."""
     if gzipped:
         yield from gzip.GzipFile(fileobj=raw)
     else:
@@ -79,8 +84,16 @@ def _api_error(response: httpx.Response, skip: int) -> str:
 class Importer:
     """Posts the bodies of one file's records; `add_line` per record, then `finish`."""
 
-    def __init__(self, client: httpx.Client, report: ImportReport, batch_size: int, batch_bytes: int) -> None:
+    def __init__(
+        self,
+        client: httpx.Client,
+        report: ImportReport,
+        batch_size: int,
+        batch_bytes: int,
+        attempt_fields: dict[str, Any] | None = None,
+    ) -> None:
         self.client = client
+        self.attempt_fields = attempt_fields or {}
         self.report = report
         self.batch_size = batch_size
         self.batch_bytes = batch_bytes
@@ -113,8 +126,15 @@ class Importer:
             return
         if isinstance(problem_id, str):
             self.posted_problems.add(problem_id)
+            self.report.problem_ids[problem_id] = None
+            references = body.get("references")
+            if isinstance(references, list) and references and isinstance(references[0], dict):
+                self.report.references.setdefault(problem_id, references[0])
 
     def attempt(self, line: int, body: dict[str, Any]) -> None:
+        body = {**self.attempt_fields, **body}
+        if isinstance(body.get("problem_id"), str):
+            self.report.problem_ids[body["problem_id"]] = None
         size = len(json.dumps(body))
         if self.pending and (len(self.pending) >= self.batch_size or self.pending_bytes + size > self.batch_bytes):
             self.flush()
@@ -151,8 +171,11 @@ def import_file(
     *,
     batch_size: int | None = None,
     console: Console | None = None,
+    attempt_fields: dict[str, Any] | None = None,
 ) -> ImportReport:
     """Import a JSON Lines file (`.gz` too) of `format` records through `client`; never raises for a bad line.
+    `attempt_fields` (e.g. a study's `judges`, `conditions`, `repeats`) are given to every attempt that does not
+    set them itself.
 
     Raises:
         KeyError: `format` is not a known format.
@@ -165,6 +188,7 @@ def import_file(
         ImportReport(),
         min(batch_size or settings.max_batch_size, settings.max_batch_size),
         settings.max_body_bytes // 2,
+        attempt_fields,
     )
     report = importer.report
     with (
@@ -180,7 +204,7 @@ def import_file(
         ) as progress,
     ):
         task = progress.add_task(path.name, total=path.stat().st_size, lines=0, bad=0)
-        for number, data in enumerate(_lines(raw, path.suffix == ".gz"), start=1):
+        for number, data in enumerate(file_lines(raw, path.suffix == ".gz"), start=1):
             report.lines = number
             _one_line(importer, format, number, data)
             progress.update(task, completed=raw.tell(), lines=number, bad=len(report.errors))

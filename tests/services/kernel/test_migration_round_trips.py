@@ -330,6 +330,18 @@ FIXTURE_ROWS: dict[str, list[dict[str, Any]]] = {
         }
     ],
     "report_plot": [{"report_id": "rep_1", "name": "roc", "png": b"\x89PNG\x00\x01"}],
+    "study": [
+        {
+            "study_id": "std_1",
+            "tenant": "t",
+            "name": "s",
+            "spec": {"name": "s"},
+            "spec_hash": "h",
+            "state": {"problem_ids": ["p"]},
+            "created_at": T0,
+            "updated_at": T0,
+        }
+    ],
     "similarity_pair": [
         {
             "job_id": "job_1",
@@ -433,4 +445,6 @@ async def test_downgrades_keep_the_rows_of_what_they_keep(url: str, fresh_schema
     expected = {table: [dict(row) for row in table_rows] for table, table_rows in at_head.items()}
     if head_revision == "0007":
         expected["api_key"][0]["quotas"] = None
+    if head_revision == "0011":  # the studies table: dropped, and back empty
+        expected["study"] = []
     assert back == expected
