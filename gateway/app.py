@@ -14,6 +14,7 @@ from gateway.errors import ApiError, problem_response
 from gateway.routes import (
     attempts,
     benchmarks,
+    datasets,
     executions,
     exports,
     jobs,
@@ -49,17 +50,19 @@ class _BodyTooLarge(ApiError):
 class BodyLimitMiddleware:
     """Refuse bodies over the limit with 413 before any route reads them (declared or streamed length)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, streamed: dict[str, int] | None = None) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self.default_bytes = max_bytes
+        self.streamed = streamed or {}  # path -> its own limit: routes that read their body a line at a time
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self.streamed.get(scope.get("path", ""), self.default_bytes)
         for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await self._reject(scope, receive, send)
+            if name == b"content-length" and value.isdigit() and int(value) > max_bytes:
+                await self._reject(scope, receive, send, max_bytes)
                 return
         seen = 0
 
@@ -68,20 +71,20 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _BodyTooLarge(self.max_bytes)
+                if seen > max_bytes:
+                    raise _BodyTooLarge(max_bytes)
             return message
 
         try:
             await self.app(scope, limited_receive, send)
         except _BodyTooLarge:
-            await self._reject(scope, receive, send)
+            await self._reject(scope, receive, send, max_bytes)
 
-    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _reject(self, scope: Scope, receive: Receive, send: Send, max_bytes: int) -> None:
         response = problem_response(
             413,
-            f"request body is larger than {self.max_bytes} bytes",
-            [{"loc": ["body"], "msg": f"over {self.max_bytes} bytes"}],
+            f"request body is larger than {max_bytes} bytes",
+            [{"loc": ["body"], "msg": f"over {max_bytes} bytes"}],
         )
         await response(scope, receive, send)
 
@@ -136,10 +139,28 @@ def create_app() -> FastAPI:
         lifespan=_lifespan,
     )
     errors.install(app)
-    routers = (keys, problems, attempts, exports, jobs, executions, languages, judges, metrics, reports, perturbations)
+    routers = (
+        keys,
+        problems,
+        attempts,
+        datasets,
+        exports,
+        jobs,
+        executions,
+        languages,
+        judges,
+        metrics,
+        reports,
+        perturbations,
+    )
     for module in (*routers, similarity, benchmarks, studies, ops):
         app.include_router(module.router)
     app.add_middleware(MetricsMiddleware)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=get_settings().max_body_bytes)
+    settings = get_settings()
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        streamed={"/v1/datasets": settings.max_dataset_bytes},
+    )
     openapi.install(app)
     return app

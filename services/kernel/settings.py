@@ -30,6 +30,8 @@ class Settings(BaseSettings):
 
     # Gateway limits, enforced before any work starts.
     max_body_bytes: int = 8 * 1024 * 1024
+    # POST /v1/datasets streams its body a line at a time (each line at most max_body_bytes): a file's whole size.
+    max_dataset_bytes: int = Field(default=1024 * 1024 * 1024, ge=1)
     max_source_bytes: int = 256 * 1024
     max_tests_per_problem: int = 512
     max_batch_size: int = 1000
