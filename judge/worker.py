@@ -2,7 +2,8 @@
 
 One task judges one attempt: every (judge, condition, repeat) unit it is due, each written as soon as it is
 known (UPSERT on the unit's key), so a crash loses at most the units in flight and a retry redoes only those.
-Units that already have an ok row are never sent again.
+Units that already have an ok or not_applicable row are never sent again (the judge scored them, or does not
+apply to the attempt: no reference solution, no public tests, no linter for its language).
 """
 
 from __future__ import annotations
@@ -16,13 +17,21 @@ from typing import Any
 
 from sqlalchemy import select
 
-from judge.offline import OfflineUnavailable, score_offline_async
+from judge.offline import OfflineNotApplicable, OfflineUnavailable, score_offline_async
 from judge.request import BudgetExceeded, JudgeInput, LogEntry, build_messages, condition_context
 from judge.rubrics import RUBRICS
 from judge.runner import LLMRunner
 from judge.tooljail import ToolJail
 from services.kernel import attempts, cancel, jobs, queue, telemetry, worker
-from services.kernel.contracts import LIVE_JOB_STATUSES, JudgmentOutput, JudgmentStatus, OfflineMethod, Stage, Verdict
+from services.kernel.contracts import (
+    FINAL_JUDGMENT_STATUSES,
+    LIVE_JOB_STATUSES,
+    JudgmentOutput,
+    JudgmentStatus,
+    OfflineMethod,
+    Stage,
+    Verdict,
+)
 from services.kernel.db import session_scope, upsert
 from services.kernel.judges import JUDGES_KEY, LLMJudge, OfflineJudge, configured_judges, public_view
 from services.kernel.models import Attempt, Execution, Judgment, Problem, utcnow
@@ -98,6 +107,15 @@ async def _offline_outcome(
             public_total=public_total,
             lint_jail=jail,
         )
+    except OfflineNotApplicable as exc:
+        # Not a failure: the judge does not apply to this attempt, on any worker; the row says why and is final.
+        return JudgmentOutput(
+            status=JudgmentStatus.NOT_APPLICABLE,
+            error=str(exc),
+            requested_model=judge.method,
+            served_model=judge.method,
+            tries=1,
+        )
     except Exception as exc:  # noqa: BLE001 - a judge that breaks is a recorded failure, not a stuck attempt
         reason = f"unavailable: {exc}" if isinstance(exc, OfflineUnavailable) else f"internal: {type(exc).__name__}"
         if not isinstance(exc, OfflineUnavailable):
@@ -161,7 +179,7 @@ async def judge_units(ctx: dict[str, Any], attempt_id: str, plan: Plan) -> int:
         done = {
             (row.judge, row.condition, row.repeat)
             for row in (await session.scalars(select(Judgment).where(Judgment.attempt_id == attempt_id))).all()
-            if row.status == JudgmentStatus.OK
+            if row.status in FINAL_JUDGMENT_STATUSES
         }
         session.expunge_all()
     judges = {judge.name: judge for judge in ctx["judges"]}

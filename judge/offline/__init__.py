@@ -1,7 +1,10 @@
 """Offline judges: score an attempt without any LLM or network, from its public tests, a reference, or a linter.
 
-Five methods, each a plain function returning an `OfflineScore` (or raising `OfflineUnavailable` with the reason
-the attempt cannot be scored by it, which the caller records as a failed judgment, never as a low score):
+Five methods, each a plain function returning an `OfflineScore`, or raising with the reason it has no score, never
+giving a low score instead: `OfflineNotApplicable` when the method does not apply to the attempt (no reference
+solution, no public tests, no linter for its language, empty source), which the caller records as a
+`not_applicable` judgment, or `OfflineUnavailable` when it could not score it here (a tool or package missing, no
+sandbox, the tool failed), recorded as a `failed` one:
 
 - `sample_tests`: the attempt's own results on the problem's *public* tests (hidden tests are the ground truth the
   judges are measured against, so they never reach a judge). Fills the co-creation rubric (p_ac, s_algo, s_robust).
@@ -37,7 +40,7 @@ from judge.offline.pylint_batch import (
     pylint_batcher,
 )
 from judge.offline.reference import chrf, code_tokens, codebleu, edit_similarity
-from judge.offline.scores import OfflineScore, OfflineUnavailable
+from judge.offline.scores import OfflineNotApplicable, OfflineScore, OfflineUnavailable
 from judge.offline.tools import (
     LINT_CPPCHECK,
     LINT_CPU_S,
@@ -62,6 +65,7 @@ __all__ = [
     "LINT_OUTPUT_LIMIT",
     "LINT_PYTHON",
     "LINT_WALL_S",
+    "OfflineNotApplicable",
     "OfflineScore",
     "OfflineUnavailable",
     "PylintBatcher",

@@ -12,7 +12,7 @@ from judge.offline.public_tests import sample_tests
 from judge.offline.pylint_batch import pylint_batcher
 from judge.offline.pylint_driver import pylint_cold
 from judge.offline.reference import chrf, codebleu, edit_similarity
-from judge.offline.scores import OfflineScore, OfflineUnavailable, check_language
+from judge.offline.scores import OfflineNotApplicable, OfflineScore, OfflineUnavailable, check_language
 from judge.offline.tools import encode_source
 from judge.tooljail import ToolJail
 from services.kernel.contracts import Language, OfflineMethod
@@ -39,8 +39,9 @@ def lint(source: str, language: str, *, jail: ToolJail | None = None, warm: bool
     is one of a few fixed reasons ("lint: cppcheck gave no readable report", "lint: pylint timed out", ...).
 
     Raises:
-        OfflineUnavailable: java or another unsupported language, empty or oversized source, no jail, the tool is
-            missing, times out, runs out of memory, crashes or reports a failure of its own.
+        OfflineNotApplicable: java or another unsupported language, empty or oversized source.
+        OfflineUnavailable: no jail, the tool is missing, times out, runs out of memory, crashes or reports a
+            failure of its own.
     """
     jail = _lint_jail(source, language, jail)
     if language == Language.PYTHON:
@@ -63,11 +64,11 @@ def _lint_jail(source: str, language: str, jail: ToolJail | None) -> ToolJail:
     """The checks every lint request passes before any tool runs; returns the jail."""
     check_language(language)
     if language == "java":
-        raise OfflineUnavailable("lint: no linter for java")
+        raise OfflineNotApplicable("lint: no linter for java")
     if not source.strip():
-        raise OfflineUnavailable("lint: empty source")
+        raise OfflineNotApplicable("lint: empty source")
     if len(encode_source(source)) > tools.LINT_MAX_SOURCE_BYTES:
-        raise OfflineUnavailable(f"lint: source larger than {tools.LINT_MAX_SOURCE_BYTES >> 10} KiB")
+        raise OfflineNotApplicable(f"lint: source larger than {tools.LINT_MAX_SOURCE_BYTES >> 10} KiB")
     if jail is None:
         # Never run a linter outside the jail: it reads untrusted source as whoever runs it.
         raise OfflineUnavailable("lint: no sandbox for the linter on this worker")
@@ -92,7 +93,9 @@ def score_offline(
     tool in `lint_jail` (without one it is unavailable).
 
     Raises:
-        OfflineUnavailable: the method cannot score this attempt (the reason is the message).
+        OfflineNotApplicable: the method does not apply to this attempt: no reference solution in its language, no
+            public tests, no linter for it, ... (the reason is the message).
+        OfflineUnavailable: the method could not score this attempt here (the reason is the message).
         ValueError: the method is unknown.
     """
     if method == OfflineMethod.SAMPLE_TESTS:
@@ -109,10 +112,10 @@ def score_offline(
     check_language(language)
     reference = next((ref for ref in references if ref.get("language") == language), None)
     if reference is None:
-        raise OfflineUnavailable(f"no reference solution in {language}")
+        raise OfflineNotApplicable(f"no reference solution in {language}")
     reference_source = reference.get("source_code")
     if not isinstance(reference_source, str):
-        raise OfflineUnavailable(f"the {language} reference solution has no source_code")
+        raise OfflineNotApplicable(f"the {language} reference solution has no source_code")
     return by_reference[OfflineMethod(method)](source, reference_source, language)
 
 

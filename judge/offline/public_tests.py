@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from judge.offline.scores import OfflineScore, OfflineUnavailable, grade, round_half_up
+from judge.offline.scores import OfflineNotApplicable, OfflineScore, OfflineUnavailable, grade, round_half_up
 from services.kernel.contracts import Verdict
 
 # Logic failures lower s_algo; resource failures lower s_robust; IE is the platform's fault, not the program's.
@@ -39,13 +39,14 @@ def sample_tests(
         public_total: The number of public tests of the problem.
 
     Raises:
-        OfflineUnavailable: no public tests (or no results for them), or every public test ended in an internal
-            error.
+        OfflineNotApplicable: the problem has no public tests.
+        OfflineUnavailable: the execution left no results for the problem's public tests, or every public test
+            ended in an internal error (the platform's fault: a re-judge after a re-run may score it).
         ValueError: a test has a status outside AC/WA/TLE/MLE/OLE/RE/IE.
     """
     if compile_error:
         if not public_total or public_total <= 0:
-            raise OfflineUnavailable("no public tests")
+            raise OfflineNotApplicable("no public tests")
         p_ac = 1 / (public_total + 2)
         rationale = (
             f"Compile error: none of the {public_total} public tests can pass; "
@@ -60,7 +61,7 @@ def sample_tests(
     if not public:
         if public_total:  # the problem has public tests but the execution left no results (e.g. a build IE)
             raise OfflineUnavailable(f"no results for the problem's {public_total} public tests")
-        raise OfflineUnavailable("no public tests")
+        raise OfflineNotApplicable("no public tests")
     judged = [test for test in public if test["status"] != Verdict.IE]
     internal = len(public) - len(judged)
     if not judged:

@@ -1,4 +1,5 @@
-"""What every offline method returns (`OfflineScore`) or raises (`OfflineUnavailable`), and the 0..5 grade."""
+"""What every offline method returns (`OfflineScore`) or raises (`OfflineUnavailable`, or its kind
+`OfflineNotApplicable`), and the 0..5 grade."""
 
 from __future__ import annotations
 
@@ -11,8 +12,16 @@ from services.lib.codesim import UnsupportedLanguage
 
 
 class OfflineUnavailable(Exception):
-    """This judge cannot score this attempt (no reference in a usable language, no public tests, unsupported
-    language, tool missing); str(exc) is the recorded reason."""
+    """This judge could not score this attempt on this worker (its package or tool is missing, there is no sandbox,
+    the tool timed out, ran out of memory or failed): the judgment is recorded `failed` with str(exc) as the
+    reason, and a re-judge may score it."""
+
+
+class OfflineNotApplicable(OfflineUnavailable):
+    """This judge does not apply to this attempt, on any worker (no reference solution in its language, no public
+    tests, no linter for its language, empty or oversized source, a language the method does not read): the
+    judgment is recorded `not_applicable` with str(exc) as the reason, and it is never retried. A kind of
+    `OfflineUnavailable`, so a caller that only asks "is there a score?" catches that one."""
 
 
 @dataclass(frozen=True)
@@ -48,4 +57,4 @@ def check_language(language: str) -> None:
     try:
         codesim.check_language(language)
     except UnsupportedLanguage as exc:
-        raise OfflineUnavailable(str(exc)) from None
+        raise OfflineNotApplicable(str(exc)) from None

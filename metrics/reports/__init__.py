@@ -5,14 +5,17 @@ served JSON). Every number comes from the metric library (``metrics.registry`` a
 modules only select rows, align arrays and lay the results out. One module per kind (``judge_quality``,
 ``agreement``, ``cocreation``, ``axiom``, ``perturbation``, ``similarity``, and ``passk`` for ``pass_at_k``), each
 with a ``build(rows, **params)``; :mod:`metrics.reports.params` maps a request's parameters to a builder's arguments
-(``build_report``).
+(``build_report``), which ends every report over judgments with the ``judge_rows`` section
+(:mod:`metrics.reports.coverage`: every judge's counts of ok, failed and not_applicable rows, and why a judge with
+no ok row has no figures).
 
 Input: the tidy judgment table
     A list of dicts, one per stored judgment row, with the keys ``attempt_id, problem_id, participant, turn,
     trajectory, label_ac, label_score, judge, condition, repeat, status, p_ac, score, parent_attempt_id, operator,
     arm, severity``, and for the similarity report ``method`` (the offline judge's method, None for an LLM judge)
-    and the attempt's execution ``verdict, passed, total``. Only ``status == "ok"`` rows with ``repeat == 0`` are
-    scored, except the consistency part of ``agreement``, which reads every repeat. A judge's probability for an
+    and the attempt's execution ``verdict, passed, total``, and (optional) ``error``, the reason of a row that is
+    not ok. ``status`` is ``ok``, ``failed`` or ``not_applicable``; only ``status == "ok"`` rows with ``repeat == 0``
+    are scored, except the consistency part of ``agreement``, which reads every repeat. A judge's probability for an
     attempt is ``p_ac`` when present, else ``score / 5`` (the 0..5 rubric score read as a probability); a row with
     neither is left out. Perturbation mutants (rows with a ``parent_attempt_id``) are read by ``perturbation`` (and
     as code pairs by ``similarity``) only; every other builder ignores them. ``pass_at_k`` reads one row per attempt

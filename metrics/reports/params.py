@@ -20,6 +20,7 @@ from typing import Any
 from metrics.errors import MetricInputError
 from metrics.reports import agreement, axiom, cocreation, judge_quality, passk, perturbation, similarity
 from metrics.reports.common import CLUSTERS, TidyRow
+from metrics.reports.coverage import add_judge_rows
 from metrics.reports.model import Report
 
 Builder = Callable[..., Report]
@@ -108,6 +109,16 @@ def builder_arguments(kind: str, request: Mapping[str, Any]) -> dict[str, Any]:
     return arguments
 
 
-def build_report(kind: str, rows: Sequence[TidyRow], request: Mapping[str, Any]) -> Report:
-    """The report of ``kind`` over the tidy judgment table ``rows``, with the request's parameters."""
-    return builder(kind)(rows, **builder_arguments(kind, request))
+def build_report(
+    kind: str, rows: Sequence[TidyRow], request: Mapping[str, Any], configured_judges: Sequence[str] | None = None
+) -> Report:
+    """The report of ``kind`` over the tidy judgment table ``rows``, with the request's parameters, ending with the
+    ``judge_rows`` section (:mod:`metrics.reports.coverage`): every judge the request names, every one of
+    ``configured_judges`` (the deployment's) and every judge of the rows, with its counts of ok, failed and
+    not-applicable rows. Rows that are not judgments (a similarity report's code pairs) and no configured judges:
+    no such section."""
+    report = builder(kind)(rows, **builder_arguments(kind, request))
+    if configured_judges is not None or any(row.get("judge") is not None for row in rows):
+        listed = [*(request.get("judges") or []), *(configured_judges or [])]
+        add_judge_rows(report, rows, list(dict.fromkeys(str(judge) for judge in listed)))
+    return report

@@ -142,10 +142,18 @@ class Arm(StrEnum):
 
 
 class JudgmentStatus(StrEnum):
-    """A judgment row is `ok` with a score, or `failed` with a reason: failure is a state, not a score."""
+    """A judgment row is `ok` with a score, `failed` with a reason (the judge could not score it: a re-judge may),
+    or `not_applicable` with a reason (the judge does not apply to the attempt: no reference solution, no public
+    tests, no linter for its language; final, never retried). Failure and non-applicability are states, not
+    scores; only `ok` rows are scored by the metrics."""
 
     OK = "ok"
     FAILED = "failed"
+    NOT_APPLICABLE = "not_applicable"
+
+
+# The statuses that end a judgment unit: the worker never sends it again (a re-judge job's "retry" redoes the rest).
+FINAL_JUDGMENT_STATUSES: frozenset[str] = frozenset({JudgmentStatus.OK, JudgmentStatus.NOT_APPLICABLE})
 
 
 class Rubric(StrEnum):
@@ -266,7 +274,7 @@ class ExecutionResult(_Contract):
 class JudgmentOutput(_Contract):
     """Everything one judgment row records of what one judge said of one attempt under one condition and repeat:
     `ok` with the validated fields of its rubric and the numbers the metrics read (`p_ac`, the probability of
-    acceptance; `score`, the rubric's scalar), or `failed` with a reason. Failure is a state, never a score.
+    acceptance; `score`, the rubric's scalar), or `failed` or `not_applicable` with a reason. Neither is a score.
     `from_cache` says the reply came from the response cache (not stored)."""
 
     status: JudgmentStatus

@@ -221,7 +221,7 @@ class Judgment(Base):
     judge: Mapped[str] = mapped_column(CleanString(100))
     condition: Mapped[str] = mapped_column(CleanString(16))
     repeat: Mapped[int] = mapped_column(Integer, default=0)
-    status: Mapped[str] = mapped_column(CleanString(8))
+    status: Mapped[str] = mapped_column(CleanString(16))  # JudgmentStatus: ok | failed | not_applicable
     rubric: Mapped[str] = mapped_column(CleanString(40), default="")
     prompt_version: Mapped[str] = mapped_column(CleanString(40), default="")
     fields: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)

@@ -131,7 +131,11 @@ judge_price = Gauge(
     ["judge", "direction"],
 )
 judge_cache_hits = Counter("tribunal_judge_cache_hits_total", "Judgments answered from the response cache.", ["judge"])
-judgments = Counter("tribunal_judgments_total", "Judgment rows written, by status.", ["judge", "condition", "status"])
+judgments = Counter(
+    "tribunal_judgments_total",
+    "Judgment rows written, by status (ok, failed, not_applicable).",
+    ["judge", "condition", "status"],
+)
 judgment_tries = Histogram(
     "tribunal_judge_tries", "Provider tries one judgment took.", ["judge"], buckets=_TRIES_BUCKETS
 )

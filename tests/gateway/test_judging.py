@@ -1,4 +1,5 @@
-"""Every attempt judged by every configured judge: one verified row per unit, failures recorded with reasons."""
+"""Every attempt judged by every configured judge: one verified row per unit, failures and judges that do not apply
+recorded with reasons."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from services.kernel.judges import JudgesFileError
 from services.launcher.stack import EmbeddedStack
 from tests.fake_llm import ScriptedLLM
-from tests.helpers import SUM_SOURCES, add_sum_problem, count_rows, submit, wait_attempt, wait_job
+from tests.helpers import SUM_SOURCES, add_sum_problem, count_rows, fetch_rows, submit, wait_attempt, wait_job
 
 
 def _source(script: str | None = None) -> str:
@@ -42,9 +43,10 @@ def test_every_configured_judge_judges_every_attempt(tenant_client: httpx.Client
     # One public test, passed: Laplace's rule gives (1 + 1) / (1 + 2).
     assert by_judge["sample_tests"]["status"] == "ok"
     assert by_judge["sample_tests"]["p_ac"] == pytest.approx(2 / 3)
-    # No reference solution: a recorded failure with its reason, never a made-up score.
-    assert by_judge["edit_similarity"]["status"] == "failed"
-    assert "no reference" in by_judge["edit_similarity"]["error"] and by_judge["edit_similarity"]["score"] is None
+    # No reference solution: the judge does not apply, recorded with its reason, never a made-up score.
+    assert by_judge["edit_similarity"]["status"] == "not_applicable"
+    assert by_judge["edit_similarity"]["error"] == "no reference solution in python"
+    assert by_judge["edit_similarity"]["score"] is None and by_judge["edit_similarity"]["p_ac"] is None
     llm = by_judge["scripted"]
     assert (llm["status"], llm["p_ac"], llm["s_algo"], llm["s_robust"]) == ("ok", 0.75, 4, 3)
     assert llm["served_model"] == "scripted-model" and llm["requested_model"] == "scripted-model"
@@ -224,20 +226,59 @@ def test_invalid_judges_file_stops_the_start_naming_the_key(tmp_path: Path) -> N
     assert result.returncode == 2 and "temprature" in result.stderr
 
 
+def test_a_judge_that_does_not_apply_is_final_and_one_that_applies_scores(
+    tenant_client: httpx.Client, stack: EmbeddedStack
+) -> None:
+    """A problem without public tests or references: both offline judges do not apply, the attempt still ends done,
+    and a re-judge of those judges sends nothing again (the job ends, its unit counted) and leaves the rows as they
+    were. The same source on a problem with a Python reference is scored by the reference judge."""
+    bare = add_sum_problem(
+        tenant_client, tests=[{"input": "1 2\n", "expected": "3\n"}, {"input": "10 -4\n", "expected": "6\n"}]
+    )
+    source = _source()
+    attempt_id = submit(tenant_client, bare, "python", source)["attempt_id"]
+    view = wait_attempt(tenant_client, attempt_id)
+    assert view["status"] == "done" and view["verdict"] == "AC"
+    by_judge = {j["judge"]: j for j in view["judgments"]}
+    assert {
+        name: (by_judge[name]["status"], by_judge[name]["error"]) for name in ("sample_tests", "edit_similarity")
+    } == {
+        "sample_tests": ("not_applicable", "no public tests"),
+        "edit_similarity": ("not_applicable", "no reference solution in python"),
+    }
+    sql = "SELECT updated_at FROM judgment WHERE attempt_id = :a AND judge IN ('sample_tests', 'edit_similarity')"
+    before = sorted(str(r["updated_at"]) for r in fetch_rows(stack.database_url, sql, a=attempt_id))
+
+    job = tenant_client.post(
+        "/v1/judgments", json={"attempt_ids": [attempt_id], "judges": ["sample_tests", "edit_similarity"]}
+    )
+    assert job.status_code == 202
+    finished = wait_job(tenant_client, job.json()["job_id"])
+    assert (finished["status"], finished["progress"]) == ("succeeded", {"done": 1, "total": 1})
+    assert sorted(str(r["updated_at"]) for r in fetch_rows(stack.database_url, sql, a=attempt_id)) == before
+
+    referenced = add_sum_problem(
+        tenant_client, references=[{"language": "python", "source_code": SUM_SOURCES["python"]}]
+    )
+    scored = wait_attempt(tenant_client, submit(tenant_client, referenced, "python", source)["attempt_id"])
+    (row,) = _rows(scored, "edit_similarity")
+    # The same tokens as the reference (comments are discarded): similarity 1.
+    assert (row["status"], row["error"], row["p_ac"], row["score"]) == ("ok", None, 1.0, 5.0)
+
+
 def test_every_stored_judgment_keeps_the_invariants(stack: EmbeddedStack, tenant_client: httpx.Client) -> None:
     """Over every row the tests above produced: ok rows satisfy (a)-(d), failed rows say why, keys are unique."""
     import json
 
     from judge.rubrics import RUBRICS
     from services.lib.llm import Accepted, validate
-    from tests.helpers import fetch_rows
 
     rows = fetch_rows(stack.database_url, "SELECT * FROM judgment")
     assert rows, "the judging tests above stored rows"
     keys = [(r["attempt_id"], r["judge"], r["condition"], r["repeat"]) for r in rows]
     assert len(keys) == len(set(keys))
     for row in rows:
-        if row["status"] == "failed":
+        if row["status"] in ("failed", "not_applicable"):
             assert row["error"] and row["score"] is None and row["p_ac"] is None
             continue
         assert row["status"] == "ok" and row["error"] is None

@@ -202,3 +202,32 @@ def test_a_pass_at_k_request_reaches_its_builder_with_k_and_problem_clusters() -
     for bad in ([0], [], "ten"):
         with pytest.raises(ValidationError):
             ReportIn.model_validate({"kind": "pass_at_k", "k": bad})
+
+
+def test_a_judge_with_only_not_applicable_rows_is_listed_with_its_counts(tenant_client: httpx.Client) -> None:
+    """A problem with neither public tests nor a reference: sample_tests and edit_similarity do not apply to any of
+    its attempts, yet the report lists them (with the scripted judge, the one that scores) and says why they have
+    no figures; the page shows it too."""
+    problem_id = add_sum_problem(tenant_client, tests=[{"input": "1 2\n", "expected": "3\n"}])
+    sources = [SUM_SOURCES["python"], "print(0)\n"]
+    ids = [
+        submit(
+            tenant_client, problem_id, "python", f"# {i}\n{'# judge-script: low' if i % 2 else ''}\n{sources[i % 2]}"
+        )["attempt_id"]
+        for i in range(4)
+    ]
+    for attempt_id in ids:
+        wait_attempt(tenant_client, attempt_id)
+    report = _report(tenant_client, kind="judge_quality", bootstrap=0, folds=2, filter={"problem_ids": [problem_id]})
+    rows = {row["judge"]: row for row in _rows(report, "judge_rows")}
+    assert {judge: (r["ok"], r["failed"], r["not_applicable"]) for judge, r in rows.items()} == {
+        "sample_tests": (0, 0, 4),
+        "edit_similarity": (0, 0, 4),
+        "scripted": (4, 0, 0),
+    }
+    assert '"no public tests", 4 rows' in rows["sample_tests"]["note"]
+    assert '"no reference solution in python", 4 rows' in rows["edit_similarity"]["note"]
+    assert rows["scripted"]["note"] is None
+    assert {row["judge"] for row in _rows(report, "metrics")} <= {"scripted", "panel"}
+    page = tenant_client.get(report["html"]).text
+    assert "Judges and their rows" in page and "no reference solution in python" in page

@@ -11,6 +11,7 @@ import pytest
 from sacrebleu import sentence_chrf
 
 from judge.offline import (
+    OfflineNotApplicable,
     OfflineScore,
     OfflineUnavailable,
     chrf,
@@ -94,14 +95,20 @@ def test_sample_tests_fills_the_cocreation_rubric_and_says_what_failed() -> None
     assert result.score == 3  # round(5 * 3/6) = round(2.5), half up
 
 
-def test_no_public_tests_is_unavailable() -> None:
-    with pytest.raises(OfflineUnavailable, match="^no public tests$"):
+def _only_unavailable(info: pytest.ExceptionInfo[OfflineUnavailable]) -> None:
+    """A failure of this worker or of the platform, which a re-judge may mend: never "does not apply"."""
+    assert not isinstance(info.value, OfflineNotApplicable), info.value
+
+
+def test_no_public_tests_does_not_apply() -> None:
+    with pytest.raises(OfflineNotApplicable, match="^no public tests$"):
         sample_tests([])
-    with pytest.raises(OfflineUnavailable, match="^no public tests$"):
+    with pytest.raises(OfflineNotApplicable, match="^no public tests$"):
         sample_tests([run(0, "AC", public=False), run(1, "WA", public=False)])
     # The problem has public tests, but the execution produced no per-test results (e.g. an internal error).
-    with pytest.raises(OfflineUnavailable, match="^no results for the problem's 2 public tests$"):
+    with pytest.raises(OfflineUnavailable, match="^no results for the problem's 2 public tests$") as info:
         sample_tests([], public_total=2)
+    _only_unavailable(info)
 
 
 def test_compile_error_passes_nothing() -> None:
@@ -109,16 +116,17 @@ def test_compile_error_passes_nothing() -> None:
     assert result.p_ac == pytest.approx(1 / 5)
     assert (result.fields["s_algo"], result.fields["s_robust"]) == (1, 1)
     assert "compile error" in result.rationale.lower()
-    with pytest.raises(OfflineUnavailable, match="^no public tests$"):
+    with pytest.raises(OfflineNotApplicable, match="^no public tests$"):
         sample_tests([], compile_error=True, public_total=0)
-    with pytest.raises(OfflineUnavailable, match="^no public tests$"):
+    with pytest.raises(OfflineNotApplicable, match="^no public tests$"):
         sample_tests([], compile_error=True)
 
 
 def test_internal_errors_are_not_held_against_the_program() -> None:
     assert sample_tests(results("AC", "IE")).p_ac == pytest.approx(2 / 3)
-    with pytest.raises(OfflineUnavailable, match="internal error"):
+    with pytest.raises(OfflineUnavailable, match="internal error") as info:
         sample_tests(results("IE", "IE"))
+    _only_unavailable(info)
 
 
 def test_unknown_status_is_rejected() -> None:
@@ -386,28 +394,32 @@ def test_cppcheck_clean_and_cpp_findings(tool_jail: ToolJail) -> None:
 
 def test_lint_is_bounded_in_time_and_memory(monkeypatch: pytest.MonkeyPatch, tool_jail: ToolJail) -> None:
     monkeypatch.setattr(tools, "LINT_WALL_S", 0.05)  # pylint cannot even start in 50 ms
-    with pytest.raises(OfflineUnavailable, match=r"^lint: pylint timed out \(20 s CPU, 0.05 s wall\)$"):
+    with pytest.raises(OfflineUnavailable, match=r"^lint: pylint timed out \(20 s CPU, 0.05 s wall\)$") as info:
         lint(CLEAN_PY, "python", jail=tool_jail)
+    _only_unavailable(info)
     monkeypatch.undo()
     monkeypatch.setattr(tools, "LINT_MEMORY_MB", 16)  # too little for the interpreter and pylint
     with pytest.raises(OfflineUnavailable, match=r"^lint: pylint ran out of memory \(16 MiB\)$"):
         lint(CLEAN_PY, "python", jail=tool_jail)
 
 
-def test_lint_unavailable_cases(tool_jail: ToolJail) -> None:
-    with pytest.raises(OfflineUnavailable, match="^lint: no linter for java$"):
+def test_lint_not_applicable_and_unavailable_cases(tool_jail: ToolJail) -> None:
+    with pytest.raises(OfflineNotApplicable, match="^lint: no linter for java$"):
         lint("class Main {}", "java", jail=tool_jail)
-    with pytest.raises(OfflineUnavailable, match="empty source"):
+    with pytest.raises(OfflineNotApplicable, match="empty source"):
         lint("  \n", "python", jail=tool_jail)
-    with pytest.raises(OfflineUnavailable, match="unsupported language"):
+    with pytest.raises(OfflineNotApplicable, match="unsupported language"):
         lint("puts 1", "ruby", jail=tool_jail)
-    with pytest.raises(OfflineUnavailable, match="^lint: source larger than 1024 KiB$"):
+    with pytest.raises(OfflineNotApplicable, match="^lint: source larger than 1024 KiB$"):
         lint("x = 1\n" * 200_000, "python", jail=tool_jail)
     # Without a jail a linter never runs (it would read the attempt's source as the worker's user).
-    with pytest.raises(OfflineUnavailable, match="^lint: no sandbox for the linter on this worker$"):
+    # That is this worker's failure, not the attempt's: a worker with a jail lints it.
+    with pytest.raises(OfflineUnavailable, match="^lint: no sandbox for the linter on this worker$") as info:
         lint(CLEAN_PY, "python")
-    with pytest.raises(OfflineUnavailable, match="^lint: no sandbox for the linter on this worker$"):
+    _only_unavailable(info)
+    with pytest.raises(OfflineUnavailable, match="^lint: no sandbox for the linter on this worker$") as info:
         score_offline("lint", source=C_SUM, language="c", references=[], execution_tests=[])
+    _only_unavailable(info)
 
 
 # --- dispatcher ----------------------------------------------------------------------------------------------------
@@ -433,9 +445,9 @@ def dispatch(method: str, **overrides: Any) -> OfflineScore:
 def test_dispatcher_uses_the_first_reference_in_the_attempts_language(method: str) -> None:
     assert dispatch(method).fields["raw"] == pytest.approx(1.0, abs=0.01)
     assert dispatch(method, source=PY_ADD_NAMES).fields["raw"] < 0.9
-    with pytest.raises(OfflineUnavailable, match="^no reference solution in java$"):
+    with pytest.raises(OfflineNotApplicable, match="^no reference solution in java$"):
         dispatch(method, language="java", source="class Main {}")
-    with pytest.raises(OfflineUnavailable, match="^no reference solution in python$"):
+    with pytest.raises(OfflineNotApplicable, match="^no reference solution in python$"):
         dispatch(method, references=[])
 
 
@@ -454,9 +466,9 @@ def test_every_method_stores_json_and_a_0_to_5_score(tool_jail: ToolJail) -> Non
 def test_dispatcher_routes_tests_and_compile_errors() -> None:
     assert dispatch("sample_tests").p_ac == pytest.approx(2 / 4)
     assert dispatch("sample_tests", execution_tests=[], compile_error=True, public_total=2).p_ac == pytest.approx(1 / 4)
-    with pytest.raises(OfflineUnavailable, match="^no public tests$"):
+    with pytest.raises(OfflineNotApplicable, match="^no public tests$"):
         dispatch("sample_tests", execution_tests=[run(0, "AC", public=False)])
     with pytest.raises(ValueError, match="unknown offline method"):
         dispatch("bleu")
-    with pytest.raises(OfflineUnavailable, match="unsupported language"):
+    with pytest.raises(OfflineNotApplicable, match="unsupported language"):
         dispatch("edit_similarity", language="ruby")

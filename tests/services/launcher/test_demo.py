@@ -28,6 +28,11 @@ def test_demo_accepts_canonical_solutions_and_catches_every_variant(tmp_path: Pa
     assert "Judge quality against the verdicts" in result.stdout
     page = (tmp_path / "demo" / "tribunal-demo-report.html").read_text()
     assert "data:image/png;base64," in page
+    # Every default judge scores (the problems carry their references): the page lists each, and the demo names
+    # none as having no ok rows.
+    for judge in ("sample_tests", "chrf", "codebleu", "edit_similarity", "lint"):
+        assert f">{judge}<" in page
+        assert f"{judge}: no ok rows" not in result.stdout
     # The local model judged a sample: read as it answered and as its token probabilities weigh it.
     assert "local model SmolLM2-135M-Instruct.Q4_1.gguf@sha256:" in result.stdout
     assert ">local<" in page and ">local (weighted)<" in page
@@ -35,6 +40,14 @@ def test_demo_accepts_canonical_solutions_and_catches_every_variant(tmp_path: Pa
     assert "Mutants by operator" in result.stdout and "Does a judge notice injected defects?" in result.stdout
     perturbation_page = (tmp_path / "demo" / "tribunal-demo-perturbation.html").read_text()
     assert "data:image/png;base64," in perturbation_page
+
+
+def test_demo_problems_carry_the_canonical_solution_as_their_reference() -> None:
+    """So that chrf, codebleu and edit_similarity apply to every demo attempt."""
+    problems = humaneval_problems()
+    assert len(problems) == 164
+    for item in problems:
+        assert item["problem"]["references"] == [{"language": "python", "source_code": item["canonical"]}]
 
 
 def test_wrong_value_variant_keeps_recursion_working() -> None:
