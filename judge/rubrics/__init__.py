@@ -33,7 +33,7 @@ from services.kernel.rubrics import (
     RubricDefinition,
     parse_rubrics,
 )
-from services.lib.llm import LogprobProbe, ReplySchema, ScoreDistribution, strict_json_schema
+from services.lib.llm import LogprobProbe, Rejected, ReplySchema, ScoreDistribution, strict_json_schema, validate
 
 BUILTIN_DIR = Path(__file__).parent
 WEIGHTING = "geval:top_logprobs"
@@ -95,6 +95,8 @@ def render_prompt(rubric: RubricDefinition) -> str:
     if rubric.rationale:
         fields.append(f'- "{RATIONALE_FIELD}": one or two sentences that justify your answer.')
     parts.append("Answer with one JSON object and nothing else, with exactly these fields:\n" + "\n".join(fields))
+    if rubric.example is not None:
+        parts.append(f"For example: {json.dumps(rubric.example)}")
     return "\n\n".join(parts) + "\n"
 
 
@@ -112,6 +114,16 @@ def output_model(rubric: RubricDefinition) -> type[BaseModel]:
     if rubric.rationale:
         fields[RATIONALE_FIELD] = (str, Field(description="A short justification."))
     return create_model(f"{rubric.name}_output", __base__=_Output, **fields)
+
+
+def _checked(spec: RubricSpec) -> RubricSpec:
+    """The spec, its example (if any) held to its own schema: the kernel checks fields and scales, this the rest
+    (e.g. a fault's severity)."""
+    if spec.definition.example is not None:
+        result = validate(json.dumps(spec.definition.example), spec.reply_schema)
+        if isinstance(result, Rejected):
+            raise ValueError(f"rubric {spec.name}: example: {result}")
+    return spec
 
 
 def _probe(rubric: RubricDefinition) -> LogprobProbe | None:
@@ -208,9 +220,9 @@ def builtin_definitions() -> list[RubricDefinition]:
 
 def rubric_specs(defined: Iterable[RubricDefinition] = ()) -> dict[str, RubricSpec]:
     """The built-in rubrics and a judges file's own (their names never collide: the judges file is checked)."""
-    return {**RUBRICS, **{r.name: RubricSpec(r) for r in defined}}
+    return {**RUBRICS, **{r.name: _checked(RubricSpec(r)) for r in defined}}
 
 
-RUBRICS: dict[str, RubricSpec] = {r.name: RubricSpec(r) for r in builtin_definitions()}
+RUBRICS: dict[str, RubricSpec] = {r.name: _checked(RubricSpec(r)) for r in builtin_definitions()}
 # The co-creation reply's model (the offline judges fill the same fields).
 CocreationOutput = RUBRICS["cocreation"].model

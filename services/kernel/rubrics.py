@@ -23,7 +23,7 @@ file's message names it (`judges.toml: rubric[0].headline: ...`).
 from __future__ import annotations
 
 import tomllib
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
@@ -166,6 +166,7 @@ class RubricDefinition(_Strict):
     steps: list[str] = Field(default_factory=list, max_length=50)
     faults: FaultList | None = None
     rationale: bool = True
+    example: dict[str, Any] | None = Field(default=None, description="A reply shown in the prompt; it must be valid.")
 
     @field_validator("inputs")
     @classmethod
@@ -204,6 +205,43 @@ def rubric_problems(rubric: RubricDefinition) -> list[tuple[str, str]]:
             problems.append((f"criterion[{index}].scale", "no scale: give the criterion one or the rubric a scale"))
     if rubric.headline is not None and rubric.headline not in {c.name for c in rubric.criterion}:
         problems.append(("headline", f"{rubric.headline!r} is not one of the rubric's criteria"))
+    if rubric.example is not None and not problems:
+        problems += [(f"example.{key}", message) for key, message in _example_problems(rubric, rubric.example)]
+    return problems
+
+
+def _fits(scale: IntegerScale | NumberScale | BooleanScale, value: Any) -> bool:
+    if isinstance(scale, BooleanScale):
+        return isinstance(value, bool)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return (isinstance(scale, NumberScale) or isinstance(value, int)) and scale.min <= value <= scale.max
+
+
+def _example_problems(rubric: RubricDefinition, example: dict[str, Any]) -> list[tuple[str, str]]:
+    """An example reply must have exactly the reply's fields, each of its kind and on its scale."""
+    expected = ([STEPS_FIELD] if rubric.steps else []) + ([rubric.faults.name] if rubric.faults else [])
+    expected += [c.name for c in rubric.criterion] + ([RATIONALE_FIELD] if rubric.rationale else [])
+    problems = [(key, "not a field of the reply") for key in example if key not in expected]
+    problems += [(key, "missing") for key in expected if key not in example]
+    for criterion in rubric.criterion:
+        if criterion.name in example and not _fits(rubric.scale_of(criterion), example[criterion.name]):
+            problems.append((criterion.name, f"{example[criterion.name]!r} is not on the criterion's scale"))
+    if RATIONALE_FIELD in example and rubric.rationale and not isinstance(example[RATIONALE_FIELD], str):
+        problems.append((RATIONALE_FIELD, "must be a string"))
+    steps = example.get(STEPS_FIELD, [])
+    if rubric.steps and not (isinstance(steps, list) and steps and all(isinstance(s, str) for s in steps)):
+        problems.append((STEPS_FIELD, "must be a non-empty list of strings"))
+    if rubric.faults is not None:
+        faults = example.get(rubric.faults.name, [])
+        if not isinstance(faults, list) or not all(
+            isinstance(f, dict)
+            and set(f) == {"description", "severity"}
+            and isinstance(f["description"], str)
+            and f["severity"] in rubric.faults.severities
+            for f in faults
+        ):
+            problems.append((rubric.faults.name, "must be a list of {description, severity} with a listed severity"))
     return problems
 
 
