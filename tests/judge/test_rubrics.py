@@ -261,6 +261,15 @@ def _text(rubric: str = "mine", name: str = "mine", extra: str = _SCALE, criteri
         (_text(name="cocreation", rubric="cocreation"), r"rubric\[0\]\.name: 'cocreation' is a built-in rubric"),
         (_text() + _RUBRIC.format(name="mine", extra=_SCALE, criterion=""), r"rubric\[1\]\.name: .*used twice"),
         (_text(extra="rationale = true\n" + _SCALE).replace('name = "score"', 'name = "rationale"'), r"used twice"),
+        (
+            _text(extra='example = { score = 4, rationale = "ok" }\n' + _SCALE),
+            r"rubric\[0\]\.example\.score: 4 is not on the criterion's scale",
+        ),
+        (_text(extra="example = { score = 1 }\n" + _SCALE), r"rubric\[0\]\.example\.rationale: missing"),
+        (
+            _text(extra='example = { score = 1, rationale = "", why = "" }\n' + _SCALE),
+            r"rubric\[0\]\.example\.why: not a field of the reply",
+        ),
     ],
 )
 def test_a_bad_rubric_stops_the_start_naming_the_key(text: str, message: str) -> None:
