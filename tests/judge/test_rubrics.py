@@ -297,3 +297,15 @@ def test_judges_check_shows_the_rubric_error(tmp_path: Path) -> None:
     output = " ".join((result.stdout + result.stderr).split())
     assert result.returncode == 2, output
     assert "rubric[0].scale.max: Value error, must be greater than min (5)" in output
+
+
+def test_the_worked_example_in_the_docs_is_what_the_judge_is_sent() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "judges.md").read_text()
+    section = doc[doc.index("### Your own rubric") :]
+    toml = section[section.index("```toml\n") + 8 : section.index("```", section.index("```toml\n") + 8)]
+    text = section[section.index("```text\n") + 8 : section.index("```", section.index("```text\n") + 8)]
+    parsed = parse_judges_file(toml, "docs/judges.md")
+    spec = rubric_specs(parsed.rubric)[parsed.judge[0].rubric]
+    paragraphs = [" ".join(p.split()) for p in text.split("\n\n")]
+    prompt = [" ".join(p.split()) for p in spec.prompt.split("\n\n")]
+    assert paragraphs == prompt
