@@ -76,7 +76,7 @@ class IntegerScale(_Strict):
                 raise ValueError(f"anchor {key!r} is not an integer point") from None
             if low is not None and high is not None and not low <= point <= high:
                 raise ValueError(f"anchor {key!r} is outside the scale {low}..{high}")
-        return {str(int(k)): v for k, v in sorted(anchors.items(), key=lambda item: int(item[0]))}
+        return {str(int(k)): v for k, v in anchors.items()}  # in the order written: the prompt lists them so
 
     def points(self) -> list[int]:
         return list(range(self.min, self.max + 1))
@@ -109,7 +109,7 @@ class NumberScale(_Strict):
                 raise ValueError(f"anchor {key!r} is not a number") from None
             if low is not None and high is not None and not low <= point <= high:
                 raise ValueError(f"anchor {key!r} is outside the scale {low:g}..{high:g}")
-        return dict(sorted(anchors.items(), key=lambda item: float(item[0])))
+        return anchors
 
     @property
     def is_probability(self) -> bool:
