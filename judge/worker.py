@@ -18,8 +18,16 @@ from typing import Any
 from sqlalchemy import select
 
 from judge.offline import OfflineNotApplicable, OfflineUnavailable, score_offline_async
-from judge.request import BudgetExceeded, JudgeInput, LogEntry, build_messages, condition_context
-from judge.rubrics import RUBRICS
+from judge.request import (
+    BudgetExceeded,
+    JudgeInput,
+    LogEntry,
+    NotApplicable,
+    build_messages,
+    condition_context,
+    pick_reference,
+)
+from judge.rubrics import RUBRICS, RubricSpec, rubric_specs
 from judge.runner import LLMRunner
 from judge.tooljail import ToolJail
 from services.kernel import attempts, cancel, jobs, queue, telemetry, worker
@@ -33,7 +41,14 @@ from services.kernel.contracts import (
     Verdict,
 )
 from services.kernel.db import session_scope, upsert
-from services.kernel.judges import JUDGES_KEY, LLMJudge, OfflineJudge, configured_judges, public_view
+from services.kernel.judges import (
+    JUDGES_KEY,
+    LLMJudge,
+    OfflineJudge,
+    configured_judges,
+    configured_rubrics,
+    public_view,
+)
 from services.kernel.models import Attempt, Execution, Judgment, Problem, utcnow
 from services.kernel.plans import JudgingPlan
 from services.kernel.ratelimit import JudgeTokenBudget, tenant_judge_token_limit
@@ -199,9 +214,18 @@ async def judge_units(ctx: dict[str, Any], attempt_id: str, plan: Plan) -> int:
         else:
             budget = budget or await _token_budget(ctx, attempt.tenant)
             for condition, repeat in due:
+                rubric = ctx.get("rubrics", RUBRICS)[judge.rubric]
                 writes.append(
                     _judge_llm(
-                        ctx["runners"][name], judge, attempt, problem, condition, repeat, participant_log, budget
+                        ctx["runners"][name],
+                        judge,
+                        rubric,
+                        attempt,
+                        problem,
+                        condition,
+                        repeat,
+                        participant_log,
+                        budget,
                     )
                 )
     results = await asyncio.gather(*writes)
@@ -228,6 +252,7 @@ async def _judge_offline(
 async def _judge_llm(
     runner: LLMRunner,
     judge: LLMJudge,
+    rubric: RubricSpec,
     attempt: Attempt,
     problem: Problem,
     condition: str,
@@ -235,7 +260,6 @@ async def _judge_llm(
     participant_log: list[LogEntry],
     budget: JudgeTokenBudget,
 ) -> int:
-    rubric = RUBRICS[judge.rubric]
     context, provenance = condition_context(
         condition,
         attempt_id=attempt.attempt_id,
@@ -244,10 +268,20 @@ async def _judge_llm(
         log=participant_log,
     )
     judge_input = JudgeInput(
-        problem.problem_id, problem.statement, attempt.language, attempt.source_code, context, provenance
+        problem.problem_id,
+        problem.statement,
+        attempt.language,
+        attempt.source_code,
+        context,
+        provenance,
+        public_tests=tuple(test for test in problem.tests if test.get("public")),
+        reference=pick_reference(list(problem.references or []), attempt.language),
     )
     try:
         messages = build_messages(rubric, judge_input)
+    except NotApplicable as exc:
+        # The rubric sees an input this problem lacks (a reference, public tests): final, with the reason; no request.
+        outcome = JudgmentOutput(status=JudgmentStatus.NOT_APPLICABLE, error=str(exc), requested_model=judge.model)
     except BudgetExceeded as exc:
         outcome = JudgmentOutput(status=JudgmentStatus.FAILED, error=f"budget: {exc}", requested_model=judge.model)
         telemetry.judge_failures.labels(judge.name, "budget").inc()
@@ -330,6 +364,7 @@ async def _startup(ctx: dict[str, Any]) -> None:
     settings = get_settings()
     judges = configured_judges(str(settings.judges_file) if settings.judges_file else None)
     ctx["judges"] = judges
+    ctx["rubrics"] = rubric_specs(configured_rubrics(str(settings.judges_file) if settings.judges_file else None))
     telemetry.start_judgment_series(j.name for j in judges)
     ctx["tool_jail"] = _tool_jail() if any(_uses_lint(j) for j in judges) else None
     cache = DbResponseCache()

@@ -157,7 +157,9 @@ FINAL_JUDGMENT_STATUSES: frozenset[str] = frozenset({JudgmentStatus.OK, Judgment
 
 
 class Rubric(StrEnum):
-    """The JSON answer an LLM judge is asked for (judge/rubrics)."""
+    """The built-in rubrics' names: the JSON answer an LLM judge is asked for, each a definition shipped in
+    judge/rubrics/<name>.toml. A judges file may define more (services/kernel/rubrics.py); a judge's `rubric` is
+    one of these or one of those."""
 
     COCREATION = "cocreation"
     REFINEMENT_EFFORT = "refinement_effort"

@@ -4,8 +4,8 @@
 [[judge]]
 name = "gpt"                 # unique
 kind = "llm"                 # llm | offline
-rubric = "cocreation"        # cocreation | refinement_effort | fault_report | accept_reject
-base_url = "http://127.0.0.1:9000/v1"
+rubric = "cocreation"        # a built-in (cocreation | refinement_effort | fault_report | accept_reject) or one of
+base_url = "http://127.0.0.1:9000/v1"  # the file's own [[rubric]] definitions (services/kernel/rubrics.py)
 model = "gpt-5.2-2025-12-11"
 api_key_env = "OPENAI_API_KEY"
 ```
@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from services.kernel.contracts import OfflineMethod, Rubric
+from services.kernel.rubrics import RUBRIC_NAME, SCALE_TAGS, RubricDefinition, check_rubrics, error_lines
 
 # How a reply's JSON is asked for: `json_schema` is OpenAI's strict structured output (vLLM and llama.cpp's
 # llama-server accept it too); `json_object_schema` is `{"type": "json_object", "schema": ...}`, the form of
@@ -74,7 +75,7 @@ class LLMJudge(Endpoint):
 
     kind: Literal["llm"]
     enabled: bool = True
-    rubric: Rubric = Rubric.COCREATION
+    rubric: str = Field(default=Rubric.COCREATION, pattern=RUBRIC_NAME, description="A built-in or defined rubric.")
 
     @property
     def provider(self) -> str:
@@ -114,6 +115,7 @@ class JudgesFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     judge: list[JudgeConfig] = Field(min_length=1)
+    rubric: list[RubricDefinition] = Field(default_factory=list)
 
     @field_validator("judge")
     @classmethod
@@ -135,44 +137,68 @@ class JudgesFileError(ValueError):
     """The judges file is missing, not TOML, or names a key wrongly; the message says where."""
 
 
-def _loc(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in ("llm", "offline"):
-            continue  # the discriminator's tag, not a key the user wrote
-        else:
-            out += f".{part}" if out else str(part)
-    return out
+def _problems(parsed: JudgesFile) -> list[str]:
+    """What field checks cannot see: the rubrics' own problems, and a judge naming a rubric nobody defines."""
+    problems = check_rubrics(parsed.rubric, builtin=False)
+    known = set(Rubric) | {r.name for r in parsed.rubric}
+    for index, judge in enumerate(parsed.judge):
+        if isinstance(judge, LLMJudge) and judge.rubric not in known:
+            problems.append(f"judge[{index}].rubric: unknown rubric {judge.rubric!r} (not built in, not defined here)")
+    return problems
 
 
-def parse_judges(text: str, source: str = "judges file") -> list[LLMJudge | OfflineJudge]:
+def parse_judges_file(text: str, source: str = "judges file") -> JudgesFile:
+    """The whole judges file: its judges and the rubrics it defines."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise JudgesFileError(f"{source}: not valid TOML: {exc}") from exc
     try:
-        return list(JudgesFile.model_validate(data).judge)
+        parsed = JudgesFile.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{_loc(tuple(e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise JudgesFileError(f"{source}: {problems}") from exc
+        raise JudgesFileError(f"{source}: {'; '.join(error_lines(exc, _TAGS))}") from exc
+    problems = _problems(parsed)
+    if problems:
+        raise JudgesFileError(f"{source}: {'; '.join(problems)}")
+    return parsed
 
 
-def load_judges(path: Path | None) -> list[LLMJudge | OfflineJudge]:
-    """The configured judges: the file's, or the offline defaults when no file is named."""
+_TAGS = SCALE_TAGS | {"llm", "offline"}
+_DEFAULT_FILE = JudgesFile(judge=list(DEFAULT_OFFLINE_JUDGES))
+
+
+def parse_judges(text: str, source: str = "judges file") -> list[LLMJudge | OfflineJudge]:
+    return list(parse_judges_file(text, source).judge)
+
+
+def load_judges_file(path: Path | None) -> JudgesFile:
+    """The judges file as parsed, or the offline defaults (and no rubric of its own) when no file is named."""
     if path is None:
-        return list(DEFAULT_OFFLINE_JUDGES)
+        return _DEFAULT_FILE
     try:
         text = path.read_text()
     except OSError as exc:
         raise JudgesFileError(f"{path}: cannot read the judges file: {exc.strerror}") from exc
-    return parse_judges(text, str(path))
+    return parse_judges_file(text, str(path))
+
+
+def load_judges(path: Path | None) -> list[LLMJudge | OfflineJudge]:
+    """The configured judges: the file's, or the offline defaults when no file is named."""
+    return list(load_judges_file(path).judge)
 
 
 @lru_cache
+def configured_file(path: str | None) -> JudgesFile:
+    return load_judges_file(Path(path) if path else None)
+
+
 def configured_judges(path: str | None) -> tuple[LLMJudge | OfflineJudge, ...]:
-    return tuple(load_judges(Path(path) if path else None))
+    return tuple(configured_file(path).judge)
+
+
+def configured_rubrics(path: str | None) -> tuple[RubricDefinition, ...]:
+    """The rubrics the judges file defines (the built-in ones are judge/rubrics')."""
+    return tuple(configured_file(path).rubric)
 
 
 def public_view(judge: LLMJudge | OfflineJudge) -> dict[str, Any]:

@@ -100,7 +100,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_judges_check(args: argparse.Namespace) -> int:
-    from services.kernel.judges import JudgesFileError, LLMJudge, load_judges
+    from judge.rubrics import rubric_specs
+    from services.kernel.judges import JudgesFileError, LLMJudge, load_judges_file
     from services.launcher.judges_check import check_all
 
     path = args.judges or (Path(os.environ["TRIBUNAL_JUDGES_FILE"]) if os.environ.get("TRIBUNAL_JUDGES_FILE") else None)
@@ -109,10 +110,11 @@ def cmd_judges_check(args: argparse.Namespace) -> int:
         written = _data_dir(args) / "judges.local.toml"
         path = written if written.is_file() else None
     try:
-        judges = load_judges(path)
+        parsed = load_judges_file(path)
     except JudgesFileError as exc:
-        console.print(f"[red]judges file rejected[/]: {exc}")
+        console.print(f"[red]judges file rejected[/]: {escape(str(exc))}")
         return 2
+    judges = list(parsed.judge)
     if not any(isinstance(j, LLMJudge) and j.enabled for j in judges):
         console.print(f"no LLM judge is configured ({path or 'the embedded offline judges'}): nothing to check")
         return 0
@@ -120,7 +122,7 @@ def cmd_judges_check(args: argparse.Namespace) -> int:
     columns = ("judge", "served model", "listed", "latency", "tokens in/out", "structured output", "logprobs", "result")
     for column in columns:
         table.add_column(column)
-    results = check_all(judges)
+    results = check_all(judges, rubric_specs(parsed.rubric))
     for r in results:
         latency = f"{r.latency_ms} ms" if r.latency_ms is not None else "-"
         # What an endpoint said is text, never markup: a model name like "x[/]" must not break or style the table.

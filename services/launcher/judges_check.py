@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import httpx
 
 from judge.request import JudgeInput, build_messages
-from judge.rubrics import RUBRICS
+from judge.rubrics import RUBRICS, RubricSpec
 from judge.runner import LLMRunner
 from services.kernel.contracts import JudgmentStatus
 from services.kernel.judges import LLMJudge, OfflineJudge
@@ -28,6 +28,8 @@ KNOWN_PROGRAM = JudgeInput(
     source_code="def add(a, b):\n    return a + b\n",
     context="",
     provenance=None,
+    public_tests=({"code": "def check(candidate):\n    assert candidate(2, 3) == 5\n", "public": True},),
+    reference="def add(a, b):\n    return b + a\n",
 )
 
 
@@ -44,11 +46,10 @@ class CheckResult:
     tokens: str
 
 
-async def _probe_logprobs(judge: LLMJudge) -> str:
+async def _probe_logprobs(judge: LLMJudge, rubric: RubricSpec) -> str:
     """Whether the endpoint answers a request for top_logprobs with them (one short request)."""
     endpoint = judge.model_copy(update={"top_logprobs": 5, "max_tokens": 16, "response_format": "none"})
     provider = OpenAICompatProvider(endpoint)
-    rubric = RUBRICS[judge.rubric]
     try:
         params = request_params(endpoint, rubric.reply_schema, build_messages(rubric, KNOWN_PROGRAM))
         reply = await provider.complete(params)
@@ -73,8 +74,9 @@ async def _listed(judge: LLMJudge) -> str:
     return "yes" if judge.model in ids else "no"
 
 
-async def check_judge(judge: LLMJudge) -> CheckResult:
-    rubric = RUBRICS[judge.rubric]
+async def check_judge(judge: LLMJudge, rubrics: dict[str, RubricSpec] | None = None) -> CheckResult:
+    """One judgment of the known program by one judge, under its rubric (built in, or from `rubrics`)."""
+    rubric = (rubrics or RUBRICS)[judge.rubric]
     runner = LLMRunner(judge, cache=None)
     started = time.perf_counter()
     try:
@@ -104,17 +106,18 @@ async def check_judge(judge: LLMJudge) -> CheckResult:
         outcome.served_model,
         outcome.latency_ms if outcome.latency_ms is not None else elapsed,
         structured,
-        await _probe_logprobs(judge),
+        await _probe_logprobs(judge, rubric),
         await _listed(judge),
         result,
         tokens,
     )
 
 
-def check_all(judges: list[LLMJudge | OfflineJudge]) -> list[CheckResult]:
-    """One check per enabled LLM judge, one after another (a local server computes one request at a time)."""
+def check_all(judges: list[LLMJudge | OfflineJudge], rubrics: dict[str, RubricSpec] | None = None) -> list[CheckResult]:
+    """One check per enabled LLM judge, one after another (a local server computes one request at a time); a
+    judges file's own rubrics come in `rubrics` (judge/rubrics.rubric_specs)."""
 
     async def run() -> list[CheckResult]:
-        return [await check_judge(j) for j in judges if isinstance(j, LLMJudge) and j.enabled]
+        return [await check_judge(j, rubrics) for j in judges if isinstance(j, LLMJudge) and j.enabled]
 
     return asyncio.run(run())
