@@ -65,8 +65,11 @@ def test_judges_are_listed_without_secrets(tenant_client: httpx.Client) -> None:
         "provider": "openai-compatible",
         "model": "scripted-model",
         "enabled": True,
+        "max_tokens": 1024,
+        "price_per_mtok_in": None,
+        "price_per_mtok_out": None,
     }
-    assert judges["sample_tests"]["kind"] == "offline"
+    assert judges["sample_tests"]["kind"] == "offline" and judges["sample_tests"]["max_tokens"] is None
 
 
 def test_a_repaired_answer_is_recorded_once_with_its_tries(
