@@ -241,7 +241,13 @@ def build(
             )
             if bootstrap > 0:
                 panel_rows += difference_rows(
-                    result, PANEL_METRICS, {"condition": condition}, len(common), "panel_differences", errors
+                    result,
+                    PANEL_METRICS,
+                    {"condition": condition},
+                    len(common),
+                    "panel_differences",
+                    errors,
+                    len(set(data["cluster"])),
                 )
         except (MetricInputError, UndefinedMetricError) as exc:
             errors[f"panel_differences/{condition}"] = str(exc)
@@ -261,7 +267,7 @@ def build(
         report.add_table(
             "condition_differences",
             "Paired differences between conditions",
-            ["judge", "difference", "n", *METRICS],
+            ["judge", "difference", "n", "clusters", *METRICS],
             condition_rows,
             LABELS,
         )
@@ -269,7 +275,7 @@ def build(
         report.add_table(
             "weighting_differences",
             "Paired differences: probability-weighted minus sampled output",
-            ["judge", "condition", "difference", "n", *METRICS],
+            ["judge", "condition", "difference", "n", "clusters", *METRICS],
             weighting_rows,
             LABELS,
         )
@@ -277,7 +283,7 @@ def build(
         report.add_table(
             "panel_differences",
             "Paired differences: judge minus panel",
-            ["condition", "difference", "n", *PANEL_METRICS],
+            ["condition", "difference", "n", "clusters", *PANEL_METRICS],
             panel_rows,
             LABELS,
         )
@@ -368,7 +374,9 @@ def _condition_differences(
         except (MetricInputError, UndefinedMetricError) as exc:
             errors[f"condition_differences/{judge}"] = str(exc)
             continue
-        rows += difference_rows(result, METRICS, {"judge": judge}, len(common), "condition_differences", errors)
+        rows += difference_rows(
+            result, METRICS, {"judge": judge}, len(common), "condition_differences", errors, len(set(data["cluster"]))
+        )
     return rows
 
 
@@ -410,6 +418,12 @@ def _weighting_differences(
             errors[where] = str(exc)
             continue
         rows += difference_rows(
-            result, METRICS, {"judge": judge, "condition": condition}, len(common), "weighting_differences", errors
+            result,
+            METRICS,
+            {"judge": judge, "condition": condition},
+            len(common),
+            "weighting_differences",
+            errors,
+            len(set(data["cluster"])),
         )
     return rows

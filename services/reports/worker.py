@@ -34,6 +34,7 @@ from services.kernel.models import (
 )
 from services.kernel.plans import SimilarityPlan
 from services.kernel.registry import Task
+from services.kernel.settings import get_settings
 
 log = logging.getLogger("tribunal.reports")
 
@@ -154,7 +155,14 @@ def build(
     kind: str, rows: list[dict[str, Any]], params: dict[str, Any], title: str
 ) -> tuple[dict[str, Any], dict[str, bytes], str]:
     """The report's JSON, its plots (name -> PNG) and its HTML page: CPU-bound, run in a thread."""
-    report = build_kind(kind, rows, params).to_json()
+    settings = get_settings()
+    # The request's own minimums, else the operators' (TRIBUNAL_MIN_ITEMS, TRIBUNAL_MIN_CLUSTERS).
+    request = {
+        **params,
+        "min_items": params.get("min_items") or settings.min_items,
+        "min_clusters": params.get("min_clusters") or settings.min_clusters,
+    }
+    report = build_kind(kind, rows, request).to_json()
     rendered = plots.render_all(report)
     return report, rendered, html.render_html(report, rendered, title)
 
