@@ -120,6 +120,8 @@ def build(
             value=[float(values[k]) for k in keys],
             lo=[float(ci[k][0]) if k in ci else None for k in keys],
             hi=[float(ci[k][1]) if k in ci else None for k in keys],
+            n=len(aids),
+            clusters=len(set(clusters)),
         )
     turn_rows: list[Row] = []
     reference = curves.get("success_at_turn") or curves.get("kaplan_meier")

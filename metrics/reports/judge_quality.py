@@ -125,13 +125,18 @@ def build(
             "cluster": index.clusters(aids, cluster),
         }
 
-    def add_curve(condition: str, judge: str, y_true: list[Any], y_score: list[float], cells: Row) -> None:
+    def add_curve(condition: str, judge: str, data: dict[str, Any], y_score: list[float], cells: Row) -> None:
+        y_true = data["y_true"]
         positives = int(sum(y_true))
         if 0 < positives < len(y_true):
             fpr, tpr, _ = roc_curve(y_true, y_score)
             auc = cells.get("roc_auc")
             roc.conditions.setdefault(condition, {})[judge] = RocCurve(
-                fpr.tolist(), tpr.tolist(), auc.estimate if isinstance(auc, Cell) else None
+                fpr.tolist(),
+                tpr.tolist(),
+                auc.estimate if isinstance(auc, Cell) else None,
+                n=len(y_true),
+                clusters=len(set(data["cluster"])),
             )
 
     for condition in conditions:
@@ -168,7 +173,7 @@ def build(
                     **cells,
                 }
             )
-            add_curve(condition, judge, data["y_true"], y_score, cells)
+            add_curve(condition, judge, data, y_score, cells)
             try:
                 bins = calibration.reliability_diagram(data["y_true"], y_score, ECE_BINS)
                 reliability.judges.setdefault(judge, {})[condition] = bins
@@ -217,7 +222,7 @@ def build(
                 **cells,
             }
         )
-        add_curve(condition, PANEL, data["y_true"], y_panel, cells)
+        add_curve(condition, PANEL, data, y_panel, cells)
 
         # Each judge minus the panel, on the attempts every judge scored.
         common = sorted(set.intersection(*(set(per_judge[j]) for j in present)))

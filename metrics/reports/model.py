@@ -188,20 +188,35 @@ class Plot(ABC):
     @abstractmethod
     def data(self) -> dict[str, Any]: ...
 
+    def judge_trust(self, min_items: int, min_clusters: int) -> None:
+        """Mark what the plot draws against the minimums, where it draws an estimate from a sample (a no-op
+        otherwise)."""
+        return None
+
     def to_json(self) -> dict[str, Any]:
         return {"type": self.plot_type, "title": self.title, **self.data()}
 
 
-@dataclass(frozen=True)
+@dataclass
 class RocCurve:
+    """One judge's ROC curve, with the ``n`` attempts in ``clusters`` clusters it is drawn from and, once judged,
+    its ``trust``."""
+
     fpr: list[float]
     tpr: list[float]
     auc: float | None = None
+    n: int | None = None
+    clusters: int | None = None
+    trust: Trust | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"fpr": self.fpr, "tpr": self.tpr}
         if self.auc is not None:
             out["auc"] = self.auc
+        if self.n is not None and self.clusters is not None:
+            out["n"], out["clusters"] = self.n, self.clusters
+        if self.trust is not None:
+            out["trust"] = self.trust.value
         return out
 
 
@@ -217,6 +232,12 @@ class RocPlot(Plot):
 
     def data(self) -> dict[str, Any]:
         return {"conditions": {c: {j: v.to_json() for j, v in by.items()} for c, by in self.conditions.items()}}
+
+    def judge_trust(self, min_items: int, min_clusters: int) -> None:
+        for curves in self.conditions.values():
+            for curve in curves.values():
+                if curve.n is not None and curve.clusters is not None:
+                    curve.trust = trust_of(curve.n, curve.clusters, min_items, min_clusters)
 
 
 @dataclass
@@ -259,13 +280,25 @@ class TurnCurve(Plot):
     value: list[float]
     lo: list[float | None]
     hi: list[float | None]
+    n: int | None = None
+    clusters: int | None = None
+    trust: Trust | None = None
 
     @property
     def plot_type(self) -> str:
         return self.kind
 
     def data(self) -> dict[str, Any]:
-        return {"turns": self.turns, "value": self.value, "lo": self.lo, "hi": self.hi}
+        out: dict[str, Any] = {"turns": self.turns, "value": self.value, "lo": self.lo, "hi": self.hi}
+        if self.n is not None and self.clusters is not None:
+            out["n"], out["clusters"] = self.n, self.clusters
+        if self.trust is not None:
+            out["trust"] = self.trust.value
+        return out
+
+    def judge_trust(self, min_items: int, min_clusters: int) -> None:
+        if self.n is not None and self.clusters is not None:
+            self.trust = trust_of(self.n, self.clusters, min_items, min_clusters)
 
 
 @dataclass(frozen=True)
@@ -380,6 +413,8 @@ class Report:
         self.params = {**self.params, "min_items": min_items, "min_clusters": min_clusters}
         for table in self.tables.values():
             table.judge_trust(min_items, min_clusters)
+        for plot in self.plots.values():
+            plot.judge_trust(min_items, min_clusters)
 
     def add_section(
         self,

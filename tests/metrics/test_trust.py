@@ -11,6 +11,7 @@ import pytest
 
 from metrics.bootstrap import is_degenerate, summarise
 from metrics.html import format_cell, render_html
+from metrics.plots import render
 from metrics.registry import compute
 from metrics.reports import KINDS, ReportParamError, build_report
 from tests.metrics.test_reports import make_rows, similarity_rows
@@ -66,6 +67,10 @@ def test_a_report_over_four_attempts_is_too_few_to_judge_and_its_interval_degene
     assert '<span class="flag">degenerate interval</span>' in page
     assert '<span class="flag">too few to judge (n=4, 4 clusters)</span>' in page
     assert "fewer than 30 items or fewer than 10 clusters" in page
+    # The ROC curve is drawn from the same four attempts, and its legend says so.
+    curve = report["plots"]["roc"]["conditions"]["blind"]["alpha"]
+    assert (curve["n"], curve["clusters"], curve["trust"]) == (4, 4, "too_few")
+    assert render(report["plots"]["roc"]["type"], report["plots"]["roc"]).startswith(b"\x89PNG")
 
 
 def test_a_report_over_enough_items_is_judged_ok_and_its_intervals_real() -> None:
@@ -116,6 +121,14 @@ def test_every_figure_of_every_kind_carries_n_and_clusters(kind: str, kind_rows:
         # A table that shows n and clusters shows the ones its figures were computed from.
         if kind != "perturbation" and isinstance(row.get("n"), int):
             assert (cell["n"], cell["clusters"]) == (row["n"], row["clusters"]), (kind, table, row)
+    # Plots of an estimate (ROC curves, the co-creation curves) carry theirs too.
+    for plot in report["plots"].values():
+        if plot["type"] == "roc":
+            curves = [curve for by in plot["conditions"].values() for curve in by.values()]
+        else:
+            curves = [plot] if plot["type"] in ("success_at_turn", "kaplan_meier") else []
+        for curve in curves:
+            assert curve["n"] >= curve["clusters"] >= 1 and curve["trust"] in ("ok", "too_few"), (kind, plot)
 
 
 def test_without_minimums_figures_are_sized_but_not_judged() -> None:
