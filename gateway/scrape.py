@@ -1,9 +1,10 @@
 """What the gateway reads from Redis and the database at each scrape of /metrics: the platform-wide gauges.
 
-Queues, live worker processes, live jobs and judge trust belong to no single worker, so the gateway refreshes them
-just before it renders its registry (services/kernel/telemetry.py defines them), at most once a second. Each source
-is read on its own: an unreachable Redis or database leaves its gauges as they were last read, sets
-tribunal_platform_source_up{source} to 0 (an alert), and never fails the scrape by itself.
+Queues, live worker processes, live jobs and judge trust (each figure labelled `trust="ok"` or `"too_few"`, with its n
+and clusters beside it) belong to no single worker, so the gateway refreshes them just before it renders its registry
+(services/kernel/telemetry.py defines them), at most once a second. Each source is read on its own: an unreachable Redis
+or database leaves its gauges as they were last read, sets tribunal_platform_source_up{source} to 0 (an alert), and
+never fails the scrape by itself.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from metrics.reports.judge_quality import KIND as JUDGE_QUALITY
+from metrics.reports.model import Trust, trust_of
 from services.kernel import queue, telemetry
 from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind
 from services.kernel.db import sessionmaker
@@ -120,23 +122,41 @@ async def _refresh_trust() -> None:
             return
         result = await session.scalar(select(Report.result).where(Report.report_id == newest.report_id))
     rows = trust_rows(result or {})
-    for gauge in TRUST_GAUGES.values():
+    for gauge in (*TRUST_GAUGES.values(), telemetry.judge_trust_items, telemetry.judge_trust_clusters):
         gauge.clear()
     for row in rows:
+        judge, condition = row["judge"], row["condition"]
         for metric, gauge in TRUST_GAUGES.items():
             cell = row.get(metric)
             if not isinstance(cell, dict) or not isinstance(cell.get("value"), int | float):
                 continue
-            gauge.labels(row["judge"], row["condition"], "value").set(cell["value"])
+            trust = cell_trust(cell, row)
+            gauge.labels(judge, condition, "value", trust).set(cell["value"])
             interval = cell.get("ci")
             if isinstance(interval, list) and len(interval) == 2:
-                gauge.labels(row["judge"], row["condition"], "ci_low").set(interval[0])
-                gauge.labels(row["judge"], row["condition"], "ci_high").set(interval[1])
+                gauge.labels(judge, condition, "ci_low", trust).set(interval[0])
+                gauge.labels(judge, condition, "ci_high", trust).set(interval[1])
+        if isinstance(row.get("n"), int) and isinstance(row.get("clusters"), int):
+            telemetry.judge_trust_items.labels(judge, condition).set(row["n"])
+            telemetry.judge_trust_clusters.labels(judge, condition).set(row["clusters"])
     finished: datetime = newest.finished_at
     if finished.tzinfo is None:
         finished = finished.replace(tzinfo=UTC)
     telemetry.judge_trust_report_time.set(finished.timestamp())
     _shown_report = newest.report_id
+
+
+def cell_trust(cell: dict[str, Any], row: dict[str, Any]) -> str:
+    """A figure's `trust` label: the one its report judged it with, else (a report built before figures were
+    judged) its n and clusters, its own or its row's, against today's TRIBUNAL_MIN_ITEMS and TRIBUNAL_MIN_CLUSTERS;
+    `too_few` when it says neither, so that an unsized figure never passes for a well-measured one."""
+    if cell.get("trust") in telemetry.TRUST_VALUES:
+        return str(cell["trust"])
+    n, clusters = cell.get("n", row.get("n")), cell.get("clusters", row.get("clusters"))
+    if not isinstance(n, int) or not isinstance(clusters, int):
+        return Trust.TOO_FEW.value
+    settings = get_settings()
+    return trust_of(n, clusters, settings.min_items, settings.min_clusters).value
 
 
 def trust_rows(result: dict[str, Any]) -> list[dict[str, Any]]:

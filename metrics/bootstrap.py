@@ -16,6 +16,12 @@ A resample draws C clusters with replacement from the C distinct clusters (2,000
 
 Percentile intervals ignore resamples on which the metric is undefined (NaN); how many were dropped is reported by
 :func:`summarise`. An interval needs at least two clusters (``min_clusters``): with one, every resample is the sample.
+
+A *degenerate* interval (:func:`is_degenerate`) is one whose defined resample values are all equal (within
+``DEGENERATE_TOLERANCE``): e.g. ROC-AUC 1.000 [1.000, 1.000] over four attempts, where every resample separates the
+classes perfectly. Its width says nothing about the uncertainty (the resamples could not vary), unlike a real narrow
+interval, whose resamples did vary a little. This is the one definition of the concept; the registry and the
+reports carry it as a flag beside the interval.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from metrics.errors import MetricInputError, UndefinedMetricError
 DEFAULT_RESAMPLES = 2000
 DEFAULT_LEVEL = 0.95
 MAX_RESAMPLES = 100_000
+# Resample values closer together than this count as equal (float noise of weighted sums, not variation).
+DEGENERATE_TOLERANCE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -139,11 +147,24 @@ def percentile_interval(distribution: ArrayLike, level: float = DEFAULT_LEVEL) -
     return float(low), float(high)
 
 
+def is_degenerate(distribution: ArrayLike) -> bool:
+    """True when the defined (non-NaN) resample values are all equal (within ``DEGENERATE_TOLERANCE``), so that
+    their percentile interval has no width because the resamples could not vary; False when there is none."""
+    values = np.asarray(distribution, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    return bool(values.size) and float(values.max() - values.min()) <= DEGENERATE_TOLERANCE
+
+
 def summarise(distribution: ArrayLike, level: float = DEFAULT_LEVEL) -> dict[str, Any]:
-    """Interval plus how many resamples were dropped as undefined."""
+    """Interval, how many resamples were dropped as undefined, and whether the interval is degenerate."""
     values = np.asarray(distribution, dtype=np.float64)
     low, high = percentile_interval(values, level)
-    return {"ci": [low, high], "dropped": int((~np.isfinite(values)).sum()), "resamples": int(values.size)}
+    return {
+        "ci": [low, high],
+        "dropped": int((~np.isfinite(values)).sum()),
+        "resamples": int(values.size),
+        "degenerate": is_degenerate(values),
+    }
 
 
 def paired_difference(

@@ -27,7 +27,8 @@ table.data{border-collapse:collapse;font-size:.85rem;margin:.4rem 0 1.2rem;displ
 table.data th,table.data td{border:1px solid #ddd;padding:.3rem .55rem;text-align:right;white-space:nowrap}
 table.data th{background:#eef2f6;text-align:center}table.data td.text{text-align:left}
 table.data tr:nth-child(even) td{background:#fafafa}
-.missing{color:#aaa}.errors li{margin:.15rem 0}.errors code{background:#f3f3f3;padding:0 .25rem}
+.missing{color:#aaa}td.too-few{background:#fff3cd !important;color:#7a5b00}
+.flag{font-size:.75rem;font-style:italic}.errors li{margin:.15rem 0}.errors code{background:#f3f3f3;padding:0 .25rem}
 figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:.85rem}
 """
 
@@ -45,14 +46,27 @@ def format_number(value: float) -> str:
     return f"{value:.3f}"
 
 
+def trust_marks(cell: Mapping[str, Any]) -> list[str]:
+    """What a metric cell says about how far it can be trusted, in words: ``degenerate interval`` (every bootstrap
+    resample had the same value) and ``too few to judge (n=4, 2 clusters)`` (below the report's minimums)."""
+    marks = []
+    if cell.get("degenerate") is True:
+        marks.append("degenerate interval")
+    if cell.get("trust") == "too_few":
+        marks.append(f"too few to judge (n={cell.get('n')}, {cell.get('clusters')} clusters)")
+    return marks
+
+
 def format_cell(cell: Any) -> str:
-    """Plain text of one table cell: ``0.873 [0.831, 0.913]`` for a metric cell, the value itself otherwise."""
+    """Plain text of one table cell: ``0.873 [0.831, 0.913]`` for a metric cell, followed by its
+    :func:`trust_marks` in parentheses when it has any; the value itself otherwise."""
     if isinstance(cell, Mapping) and "value" in cell:
         text = format_number(cell["value"])
         interval = cell.get("ci")
         if isinstance(interval, list | tuple) and len(interval) == 2:
             text += f" [{format_number(interval[0])}, {format_number(interval[1])}]"
-        return text
+        marks = trust_marks(cell)
+        return text + (f" ({'; '.join(marks)})" if marks else "")
     if cell is None:
         return ""
     if isinstance(cell, int | float):
@@ -78,11 +92,28 @@ def _table(name: str, table: Mapping[str, Any]) -> str:
                 parts.append('<td class="missing" title="not computed: see the errors below">&ndash;</td>')
                 continue
             cell = row[key]
-            numeric = isinstance(cell, int | float | Mapping) and not isinstance(cell, bool)
+            if isinstance(cell, Mapping) and "value" in cell:
+                parts.append(_metric_cell(cell))
+                continue
+            numeric = isinstance(cell, int | float) and not isinstance(cell, bool)
             parts.append(f"<td{'' if numeric else ' class="text"'}>{_e(format_cell(cell))}</td>")
         parts.append("</tr>")
     parts.append("</table>")
     return "\n".join(parts)
+
+
+def _metric_cell(cell: Mapping[str, Any]) -> str:
+    """A metric cell: the estimate and interval, its trust marks on a line of their own, and its n and clusters as
+    the cell's tooltip; a figure too few to judge is shaded."""
+    text = format_number(cell["value"])
+    interval = cell.get("ci")
+    if isinstance(interval, list | tuple) and len(interval) == 2:
+        text += f" [{format_number(interval[0])}, {format_number(interval[1])}]"
+    size = f"n = {cell['n']} items, {cell['clusters']} clusters" if "n" in cell and "clusters" in cell else ""
+    css = ' class="too-few"' if cell.get("trust") == "too_few" else ""
+    title = f' title="{_e(size)}"' if size else ""
+    marks = "".join(f'<br><span class="flag">{_e(mark)}</span>' for mark in trust_marks(cell))
+    return f"<td{css}{title}>{_e(text)}{marks}</td>"
 
 
 def _figure(name: str, png: bytes, caption: str) -> str:
@@ -91,6 +122,21 @@ def _figure(name: str, png: bytes, caption: str) -> str:
         f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{encoded}">'
         f"<figcaption>{_e(caption)}</figcaption></figure>"
     )
+
+
+def _trust_legend(params: Mapping[str, Any]) -> str:
+    """What the trust marks mean, with the minimums the report was judged against (when it was)."""
+    text = (
+        "Hover a number to see n, the items it was computed from, and its clusters, the units the bootstrap "
+        "resampled. A <i>degenerate interval</i> is one whose bootstrap resamples all had the same value (e.g. "
+        "1.000 [1.000, 1.000] over a handful of attempts): its zero width says nothing about the uncertainty."
+    )
+    if isinstance(params.get("min_items"), int) and isinstance(params.get("min_clusters"), int):
+        text += (
+            f" A shaded number marked <i>too few to judge</i> comes from fewer than {params['min_items']} items or "
+            f"fewer than {params['min_clusters']} clusters, the minimums this report was judged against."
+        )
+    return f'<p class="explain">{text}</p>'
 
 
 def render_html(report: Mapping[str, Any] | Report, plots: Mapping[str, bytes], title: str) -> str:
@@ -127,6 +173,7 @@ def render_html(report: Mapping[str, Any] | Report, plots: Mapping[str, bytes], 
         "estimate with its 95% bootstrap interval. A dash means the number could not be computed; the reason is "
         "listed under &ldquo;Not computed&rdquo; at the end of the page.</p>"
     )
+    parts.append(_trust_legend(report.get("params") or {}))
     shown_tables: set[str] = set()
     shown_plots: set[str] = set()
     for section in report.get("sections", []):

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from metrics.arrays import FloatArray, as_label_vector, label_codes
-from metrics.bootstrap import ClusterResamples, bootstrap_loop, draw_resamples, percentile_interval
+from metrics.bootstrap import ClusterResamples, bootstrap_loop, draw_resamples, is_degenerate, percentile_interval
 from metrics.errors import MetricInputError, UndefinedMetricError
 from metrics.inputs import Inputs, integer_param
 from metrics.table import SPECS
@@ -55,6 +55,16 @@ def percentile_ci(distribution: Distribution, level: float) -> tuple[list[float]
             raise UndefinedMetricError("the metric is undefined on every bootstrap resample")
         return intervals, dropped
     return list(percentile_interval(distribution, level)), int((~np.isfinite(distribution)).sum())
+
+
+def degenerate_ci(
+    distribution: Distribution, intervals: list[float] | dict[str, list[float]]
+) -> bool | dict[str, bool]:
+    """Whether each interval of :func:`percentile_ci` is degenerate (:func:`metrics.bootstrap.is_degenerate`: all
+    defined resamples equal), in the interval's shape: a bool, or per key for a dict metric."""
+    if isinstance(distribution, dict) and isinstance(intervals, dict):
+        return {key: is_degenerate(distribution[key]) for key in intervals}
+    return is_degenerate(distribution if not isinstance(distribution, dict) else np.zeros(0))
 
 
 def prepare_bootstrap(

@@ -53,6 +53,15 @@ def _empty(title: str, message: str) -> bytes:
     return _png(fig, title)
 
 
+def _size(curve: Mapping[str, Any]) -> str:
+    """``; n=124, 40 clusters`` (and ``, too few to judge``) for a curve that carries its sample size."""
+    if "n" not in curve or "clusters" not in curve:
+        return ""
+    return f"; n={curve['n']}, {curve['clusters']} clusters" + (
+        ", too few to judge" if curve.get("trust") == "too_few" else ""
+    )
+
+
 def _roc(data: PlotData) -> bytes:
     conditions: Mapping[str, Mapping[str, Any]] = data.get("conditions", {})
     if not conditions:
@@ -61,7 +70,7 @@ def _roc(data: PlotData) -> bytes:
     for ax, (condition, curves) in zip(axes, conditions.items(), strict=True):
         for judge, curve in curves.items():
             auc = curve.get("auc")
-            label = f"{judge} (AUC {auc:.3f})" if auc is not None else judge
+            label = f"{judge} (AUC {auc:.3f}{_size(curve)})" if auc is not None else judge
             style = {"linestyle": "--", "linewidth": 2.2, "color": "black"} if judge == "panel" else {"linewidth": 1.6}
             ax.step(curve["fpr"], curve["tpr"], where="post", label=label, **style)
         ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1, label="chance")
@@ -171,7 +180,8 @@ def _turn_curve(data: PlotData, ylabel: str, step: bool) -> bytes:
             ax.fill_between(turns, lo, hi, alpha=0.25, label="95% interval")
         ax.set_xlim(min(turns) - 0.2, max(turns) + 0.2)
     ax.set_xticks(turns)
-    ax.set(ylim=(0, 1.02), xlabel="Turn", ylabel=ylabel)
+    size = _size(data).removeprefix("; ")
+    ax.set(ylim=(0, 1.02), xlabel=f"Turn ({size})" if size else "Turn", ylabel=ylabel)
     ax.legend(fontsize=9)
     ax.grid(alpha=0.3)
     return _png(fig, data.get("title"))

@@ -60,8 +60,10 @@ Metrics and the params each reads (defaults in brackets)
 
 Output
     ``{"values": {name: float | dict}, "ci": {name: [lo, hi] | {key: [lo, hi]}}, "errors": {name: reason}}``; with a
-    bootstrap also ``"ci_errors": {name: reason}`` and ``"bootstrap": {"resamples", "clusters", "seed",
-    "dropped": {name: resamples on which the metric was undefined and left out}}``. A metric that cannot be
+    bootstrap also ``"ci_errors": {name: reason}``, ``"degenerate": {name: bool | {key: bool}}`` (per interval in
+    ``ci``, true when every defined resample had the same value, :func:`metrics.bootstrap.is_degenerate`: the
+    interval's zero width then says nothing about the uncertainty) and ``"bootstrap": {"resamples", "clusters",
+    "seed", "dropped": {name: resamples on which the metric was undefined and left out}}``. A metric that cannot be
     computed is in ``errors`` with the reason, never a NaN or a placeholder number (a dict-valued metric computed for
     some keys only has those in ``values`` and the reason for each other key in ``errors["<name>/<key>"]``).
     Malformed input raises :class:`MetricInputError` naming the argument.
@@ -76,10 +78,10 @@ from typing import Any
 from numpy.typing import ArrayLike
 
 from metrics.arrays import FloatArray
-from metrics.bootstrap import paired_difference, percentile_interval
+from metrics.bootstrap import is_degenerate, paired_difference, percentile_interval
 from metrics.errors import MetricInputError, UndefinedMetricError
 from metrics.inputs import Inputs, number_param
-from metrics.intervals import check_bootstrap_count, percentile_ci, prepare_bootstrap, resampled_values
+from metrics.intervals import check_bootstrap_count, degenerate_ci, percentile_ci, prepare_bootstrap, resampled_values
 from metrics.table import METRIC_NAMES, NO_INTERVAL, SPECS, VECTORISED_METRICS, Value
 
 __all__ = ["METRIC_NAMES", "VECTORISED_METRICS", "compare", "compute"]
@@ -161,15 +163,16 @@ def compute(
         return result
     weights = resamples.weights(labels) if vectorised and any(SPECS[n].weighted for n in values) else None
     dropped: dict[str, int] = {}
+    result["degenerate"] = {}
     for name in values:
         try:
-            interval, dropped[name] = percentile_ci(
-                resampled_values(name, inputs, resamples, labels, weights, vectorised), level
-            )
+            distribution = resampled_values(name, inputs, resamples, labels, weights, vectorised)
+            interval, dropped[name] = percentile_ci(distribution, level)
         except UndefinedMetricError as exc:
             result["ci_errors"][name] = str(exc)
             continue
         result["ci"][name] = interval
+        result["degenerate"][name] = degenerate_ci(distribution, interval)
     result["bootstrap"] = {
         "resamples": resamples.n_resamples,
         "clusters": resamples.n_clusters,
@@ -208,7 +211,8 @@ def compare(
 
     Returns:
         ``{"values": {score: {metric: v}}, "ci": {score: {metric: [lo, hi]}}, "errors": {score: {metric: reason}},
-        "differences": {"a - b": {metric: {"value": d, "ci": [lo, hi]}}}, "ci_errors": {...}}``.
+        "differences": {"a - b": {metric: {"value": d, "ci": [lo, hi], "degenerate": bool}}}, "ci_errors": {...},
+        "degenerate": {score: {metric: bool}}}``.
     """
     names = _check_names(metrics)
     check_bootstrap_count(bootstrap)
@@ -219,10 +223,17 @@ def compare(
         if len(pair) != 2 or any(name not in scores for name in pair):
             raise MetricInputError(f"pairs: {pair!r} does not name two entries of scores")
     inputs = {name: Inputs.build(y_true, values, groups, None, params) for name, values in scores.items()}
-    result: dict[str, Any] = {"values": {}, "ci": {}, "errors": {}, "differences": {}, "ci_errors": {}}
+    result: dict[str, Any] = {
+        "values": {},
+        "ci": {},
+        "errors": {},
+        "differences": {},
+        "ci_errors": {},
+        "degenerate": {},
+    }
     for name, item in inputs.items():
         result["values"][name], result["errors"][name] = _point_values(names, item)
-        result["ci"][name], result["ci_errors"][name] = {}, {}
+        result["ci"][name], result["ci_errors"][name], result["degenerate"][name] = {}, {}, {}
     if bootstrap == 0:
         return result
     first = next(iter(inputs.values()))
@@ -241,6 +252,8 @@ def compare(
                 result["ci"][score_name][metric] = list(percentile_interval(distribution, level))
             except UndefinedMetricError as exc:
                 result["ci_errors"][score_name][metric] = str(exc)
+                continue
+            result["degenerate"][score_name][metric] = is_degenerate(distribution)
     for a, b in chosen_pairs:
         label = f"{a} - {b}"
         result["differences"][label] = {}
@@ -252,5 +265,10 @@ def compare(
                 interval = list(paired_difference(distributions[a][metric], distributions[b][metric], level))
             except UndefinedMetricError:
                 continue
-            result["differences"][label][metric] = {"value": value_a - value_b, "ci": interval}
+            difference = distributions[a][metric] - distributions[b][metric]
+            result["differences"][label][metric] = {
+                "value": value_a - value_b,
+                "ci": interval,
+                "degenerate": is_degenerate(difference),
+            }
     return result

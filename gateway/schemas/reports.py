@@ -32,6 +32,18 @@ class ReportIn(RequestBody):
         max_length=32,
         description="pass_at_k: the k values; default 1, and 10 and 100 where every task has that many samples",
     )
+    min_items: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="figures from fewer items are too few to judge (TRIBUNAL_MIN_ITEMS)",
+    )
+    min_clusters: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="figures from fewer bootstrap clusters are too few to judge (TRIBUNAL_MIN_CLUSTERS)",
+    )
 
 
 class ReportSummary(BaseModel):

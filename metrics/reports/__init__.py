@@ -28,9 +28,12 @@ Output: a :class:`Report`, as JSON ``{"kind", "params", "generated_at", "section
       section has no data and why.
     - ``tables``: ``{name: {"title", "columns": [{"key", "label"}], "rows": [row]}}``. A row is a dict keyed by the
       column keys. A cell is a plain value (str / int / float / None for "not applicable", e.g. a judge name or a
-      count) or a metric cell ``{"value": float, "ci": [lo, hi]}`` (``ci`` absent when no interval could be
-      computed). A metric that cannot be computed is ABSENT from its row, and ``errors`` says why. Tables with
-      intervals have a ``clusters`` column: how many clusters the bootstrap resampled.
+      count) or a metric cell ``{"value": float, "ci": [lo, hi], "degenerate": bool, "n", "clusters", "trust"}``
+      (``ci`` and ``degenerate`` absent when no interval could be computed; ``degenerate`` when every resample had
+      the same value; ``n`` items in ``clusters`` bootstrap clusters behind the figure; ``trust`` ``"ok"`` or
+      ``"too_few"`` against the request's ``min_items`` / ``min_clusters``, absent when it gave none). A metric that
+      cannot be computed is ABSENT from its row, and ``errors`` says why. Tables with intervals have a ``clusters``
+      column: how many clusters the bootstrap resampled.
     - ``plots``: ``{name: plot data}``, each with ``"type"`` (the renderer in :mod:`metrics.plots`) and ``"title"``.
     - ``errors``: ``{where: reason}``; ``where`` is ``"<table>/<row identifiers>/<column>"`` for a missing cell (with a
       ``/ci`` suffix when only the interval is missing), or a section name for a whole missing part.
@@ -41,11 +44,13 @@ Output: a :class:`Report`, as JSON ``{"kind", "params", "generated_at", "section
     resamples (``metrics.registry.compare``).
 
 Plot data (``report["plots"]``; rendered by :func:`metrics.plots.render`)
-    - ``roc``: ``{"conditions": {condition: {judge: {"fpr": [...], "tpr": [...], "auc"}}}}`` (panel included).
+    - ``roc``: ``{"conditions": {condition: {judge: {"fpr": [...], "tpr": [...], "auc", "n", "clusters",
+      "trust"}}}}`` (panel included).
     - ``reliability``: ``{"bins": 15, "judges": {judge: {condition: [calibration.reliability_diagram bins]}}}``.
     - ``kappa_heatmap``: ``{"judges", "labels": {condition: [judge]}, "conditions": {condition: matrix}}``, matrix
       rows/columns in ``labels[condition]`` order, None where kappa is undefined.
-    - ``success_at_turn`` / ``kaplan_meier``: ``{"turns", "value", "lo", "hi"}`` (lo/hi None without interval).
+    - ``success_at_turn`` / ``kaplan_meier``: ``{"turns", "value", "lo", "hi", "n", "clusters", "trust"}`` (lo/hi
+      None without interval).
     - ``perturbation_shift``: ``{"panels": {"judge / condition": {"operators", "mean_drop", "count", "arm",
       "control_band": [lo, hi] | None}}}``.
     - ``similarity_scatter``: ``{"surface_similarity", "df_score", "thresholds": {x_lo, x_hi, y_lo, y_hi} | None}``.

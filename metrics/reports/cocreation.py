@@ -84,6 +84,7 @@ def build(
         "summary/all",
         errors,
         bootstrap,
+        result.get("degenerate", {}),
     )
     solved = len({g for g, y in zip(groups, y_true, strict=True) if y})
     report.add_table(
@@ -100,6 +101,7 @@ def build(
             }
         ],
         LABELS,
+        size=("attempts", "clusters"),
     )
     curves: dict[str, TurnCurve] = {}
     for name, _, title in _CURVES:
@@ -118,18 +120,22 @@ def build(
             value=[float(values[k]) for k in keys],
             lo=[float(ci[k][0]) if k in ci else None for k in keys],
             hi=[float(ci[k][1]) if k in ci else None for k in keys],
+            n=len(aids),
+            clusters=len(set(clusters)),
         )
     turn_rows: list[Row] = []
     reference = curves.get("success_at_turn") or curves.get("kaplan_meier")
+    degenerate = result.get("degenerate", {})
     for i, turn in enumerate(reference.turns if reference else []):
         row: Row = {"turn": turn}
         for name, column, _ in _CURVES:
             curve = curves.get(name)
             if curve is not None:
+                flat = (degenerate.get(name) or {}).get(str(turn), False)
                 lo, hi = curve.lo[i], curve.hi[i]
-                row[column] = (
-                    Cell(curve.value[i], lo, hi) if lo is not None and hi is not None else Cell(curve.value[i])
-                )
+                cell = Cell(curve.value[i], lo, hi, flat) if lo is not None and hi is not None else Cell(curve.value[i])
+                # Every turn's figure is computed over all the trajectories' attempts.
+                row[column] = cell.sized(len(aids), len(set(clusters)))
         turn_rows.append(row)
     report.add_table("turns", "Per turn", ["turn", "success_at_turn", "unsolved_km"], turn_rows, LABELS)
     report.plots.update(curves)

@@ -138,15 +138,17 @@ def metric_cells(
     where: str,
     errors: dict[str, str],
     bootstrap: int,
+    degenerate: Mapping[str, Any] | None = None,
 ) -> Row:
-    """Cells for scalar metrics; the reason for a missing value or interval goes to ``errors``."""
+    """Cells for scalar metrics (with the registry's ``degenerate`` flag of each interval); the reason for a missing
+    value or interval goes to ``errors``."""
     cells: Row = {}
     for metric in metrics:
         value = values.get(metric)
         if not finite(value):
             errors[f"{where}/{metric}"] = errs.get(metric, "not computed")
             continue
-        cell = Cell.of(float(value), ci.get(metric))
+        cell = Cell.of(float(value), ci.get(metric), (degenerate or {}).get(metric, False))
         if cell.interval is None and bootstrap > 0:
             errors[f"{where}/{metric}/ci"] = ci_errs.get(metric, "no bootstrap interval")
         cells[metric] = cell
@@ -173,23 +175,30 @@ def compute_cells(
         where,
         errors,
         bootstrap,
+        result.get("degenerate", {}),
     )
     return cells, result
 
 
 def difference_rows(
-    result: Mapping[str, Any], metrics: Sequence[str], ident: Row, n: int, table: str, errors: dict[str, str]
+    result: Mapping[str, Any],
+    metrics: Sequence[str],
+    ident: Row,
+    n: int,
+    table: str,
+    errors: dict[str, str],
+    clusters: int,
 ) -> list[Row]:
-    """Rows of paired differences (``registry.compare``): ``ident``, the difference's label, n and a cell per
-    metric; a difference undefined on the sample or every resample goes to ``errors``."""
+    """Rows of paired differences (``registry.compare``): ``ident``, the difference's label, n, clusters and a cell
+    per metric; a difference undefined on the sample or every resample goes to ``errors``."""
     rows: list[Row] = []
     for label, by_metric in result.get("differences", {}).items():
-        row: Row = {**ident, "difference": label, "n": n}
+        row: Row = {**ident, "difference": label, "n": n, "clusters": clusters}
         where = "/".join([table, *map(str, ident.values()), label])
         for metric in metrics:
             entry = by_metric.get(metric)
             if entry and finite(entry.get("value")) and all(finite(v) for v in entry.get("ci", [])):
-                row[metric] = Cell.of(float(entry["value"]), entry.get("ci"))
+                row[metric] = Cell.of(float(entry["value"]), entry.get("ci"), entry.get("degenerate", False))
             else:
                 errors[f"{where}/{metric}"] = "undefined for one of the two sides on the full sample or every resample"
         rows.append(row)

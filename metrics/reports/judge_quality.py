@@ -125,13 +125,18 @@ def build(
             "cluster": index.clusters(aids, cluster),
         }
 
-    def add_curve(condition: str, judge: str, y_true: list[Any], y_score: list[float], cells: Row) -> None:
+    def add_curve(condition: str, judge: str, data: dict[str, Any], y_score: list[float], cells: Row) -> None:
+        y_true = data["y_true"]
         positives = int(sum(y_true))
         if 0 < positives < len(y_true):
             fpr, tpr, _ = roc_curve(y_true, y_score)
             auc = cells.get("roc_auc")
             roc.conditions.setdefault(condition, {})[judge] = RocCurve(
-                fpr.tolist(), tpr.tolist(), auc.estimate if isinstance(auc, Cell) else None
+                fpr.tolist(),
+                tpr.tolist(),
+                auc.estimate if isinstance(auc, Cell) else None,
+                n=len(y_true),
+                clusters=len(set(data["cluster"])),
             )
 
     for condition in conditions:
@@ -168,7 +173,7 @@ def build(
                     **cells,
                 }
             )
-            add_curve(condition, judge, data["y_true"], y_score, cells)
+            add_curve(condition, judge, data, y_score, cells)
             try:
                 bins = calibration.reliability_diagram(data["y_true"], y_score, ECE_BINS)
                 reliability.judges.setdefault(judge, {})[condition] = bins
@@ -217,7 +222,7 @@ def build(
                 **cells,
             }
         )
-        add_curve(condition, PANEL, data["y_true"], y_panel, cells)
+        add_curve(condition, PANEL, data, y_panel, cells)
 
         # Each judge minus the panel, on the attempts every judge scored.
         common = sorted(set.intersection(*(set(per_judge[j]) for j in present)))
@@ -241,7 +246,13 @@ def build(
             )
             if bootstrap > 0:
                 panel_rows += difference_rows(
-                    result, PANEL_METRICS, {"condition": condition}, len(common), "panel_differences", errors
+                    result,
+                    PANEL_METRICS,
+                    {"condition": condition},
+                    len(common),
+                    "panel_differences",
+                    errors,
+                    len(set(data["cluster"])),
                 )
         except (MetricInputError, UndefinedMetricError) as exc:
             errors[f"panel_differences/{condition}"] = str(exc)
@@ -261,7 +272,7 @@ def build(
         report.add_table(
             "condition_differences",
             "Paired differences between conditions",
-            ["judge", "difference", "n", *METRICS],
+            ["judge", "difference", "n", "clusters", *METRICS],
             condition_rows,
             LABELS,
         )
@@ -269,7 +280,7 @@ def build(
         report.add_table(
             "weighting_differences",
             "Paired differences: probability-weighted minus sampled output",
-            ["judge", "condition", "difference", "n", *METRICS],
+            ["judge", "condition", "difference", "n", "clusters", *METRICS],
             weighting_rows,
             LABELS,
         )
@@ -277,7 +288,7 @@ def build(
         report.add_table(
             "panel_differences",
             "Paired differences: judge minus panel",
-            ["condition", "difference", "n", *PANEL_METRICS],
+            ["condition", "difference", "n", "clusters", *PANEL_METRICS],
             panel_rows,
             LABELS,
         )
@@ -368,7 +379,9 @@ def _condition_differences(
         except (MetricInputError, UndefinedMetricError) as exc:
             errors[f"condition_differences/{judge}"] = str(exc)
             continue
-        rows += difference_rows(result, METRICS, {"judge": judge}, len(common), "condition_differences", errors)
+        rows += difference_rows(
+            result, METRICS, {"judge": judge}, len(common), "condition_differences", errors, len(set(data["cluster"]))
+        )
     return rows
 
 
@@ -410,6 +423,12 @@ def _weighting_differences(
             errors[where] = str(exc)
             continue
         rows += difference_rows(
-            result, METRICS, {"judge": judge, "condition": condition}, len(common), "weighting_differences", errors
+            result,
+            METRICS,
+            {"judge": judge, "condition": condition},
+            len(common),
+            "weighting_differences",
+            errors,
+            len(set(data["cluster"])),
         )
     return rows

@@ -8,6 +8,11 @@ what. A field left out of the request (or null) leaves the builder's default, so
 ``seed`` for perturbation (mutants of one seed program are dependent), ``problem`` for similarity (pairs of one
 problem share their reference) and pass_at_k (the only one it takes: a task's samples are resampled together),
 ``trajectory`` for the rest.
+
+``min_items`` and ``min_clusters`` are not a builder's: they are the minimums a figure's n and clusters must reach to
+be judged (``Report.judge_trust``), applied to every kind alike once it is built. metrics/ holds no default for them:
+the platform passes its operators' settings (``TRIBUNAL_MIN_ITEMS``, ``TRIBUNAL_MIN_CLUSTERS``) or the request's own;
+a request without them gets figures that carry n and clusters but no ``trust``.
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ CLUSTERS_OF: dict[str, tuple[str, ...]] = dict.fromkeys(KINDS, CLUSTERS) | {
 
 # Request fields a builder may take; ``filter`` (which rows) is the reports service's.
 REQUEST_FIELDS = ("judges", "conditions", "folds", "bootstrap", "cluster", "seed", "k")
+# Request fields every report takes after it is built: the minimums of a figure that can be judged.
+TRUST_FIELDS = ("min_items", "min_clusters")
 
 
 class ReportParamError(MetricInputError):
@@ -109,15 +116,33 @@ def builder_arguments(kind: str, request: Mapping[str, Any]) -> dict[str, Any]:
     return arguments
 
 
+def trust_minimums(request: Mapping[str, Any]) -> tuple[int, int] | None:
+    """The request's ``(min_items, min_clusters)``, None when it gives neither; ReportParamError naming the field
+    for one that is missing or not a positive integer."""
+    values = [request.get(name) for name in TRUST_FIELDS]
+    if all(value is None for value in values):
+        return None
+    minimums: list[int] = []
+    for name, value in zip(TRUST_FIELDS, values, strict=True):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ReportParamError(name, f"{name} must be a positive integer, got {value!r}")
+        minimums.append(value)
+    return minimums[0], minimums[1]
+
+
 def build_report(
     kind: str, rows: Sequence[TidyRow], request: Mapping[str, Any], configured_judges: Sequence[str] | None = None
 ) -> Report:
-    """The report of ``kind`` over the tidy judgment table ``rows``, with the request's parameters, ending with the
+    """The report of ``kind`` over the tidy judgment table ``rows``, with the request's parameters; its figures
+    judged against the request's ``min_items`` and ``min_clusters`` when it gives them. It ends with the
     ``judge_rows`` section (:mod:`metrics.reports.coverage`): every judge the request names, every one of
     ``configured_judges`` (the deployment's) and every judge of the rows, with its counts of ok, failed and
     not-applicable rows. Rows that are not judgments (a similarity report's code pairs) and no configured judges:
     no such section."""
+    minimums = trust_minimums(request)
     report = builder(kind)(rows, **builder_arguments(kind, request))
+    if minimums is not None:
+        report.judge_trust(*minimums)
     if configured_judges is not None or any(row.get("judge") is not None for row in rows):
         listed = [*(request.get("judges") or []), *(configured_judges or [])]
         add_judge_rows(report, rows, list(dict.fromkeys(str(judge) for judge in listed)))

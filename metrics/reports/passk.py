@@ -100,6 +100,7 @@ def build(
         return report
     values = result["values"].get(KIND) or {}
     intervals = result.get("ci", {}).get(KIND) or {}
+    degenerate = result.get("degenerate", {}).get(KIND) or {}
     table: list[Row] = []
     for value in ks:
         key = str(value)
@@ -108,11 +109,11 @@ def build(
         if key not in values:
             errors[where] = result["errors"].get(f"{KIND}/{key}") or result["errors"].get(KIND, "not computed")
         else:
-            row[KIND] = Cell.of(float(values[key]), intervals.get(key))
+            row[KIND] = Cell.of(float(values[key]), intervals.get(key), degenerate.get(key, False))
             if bootstrap > 0 and key not in intervals:
                 errors[f"{where}/ci"] = result.get("ci_errors", {}).get(KIND, "no bootstrap interval")
         table.append(row)
-    report.add_table(KIND, "pass@k per k", COLUMNS, table, LABELS)
+    report.add_table(KIND, "pass@k per k", COLUMNS, table, LABELS, size=("samples", "clusters"))
     _section(report, bootstrap, cluster)
     return report
 

@@ -199,6 +199,17 @@ def _judge_condition(
         cells.update(gradient)
     else:
         errors[f"{where}/severity_gradient"] = "no semantic mutant of an operator with a severity (paper 001's four)"
+
+    def size(mask: Sequence[bool]) -> tuple[int, int]:
+        """The primary mutants a figure is computed from (within ``mask``) and their distinct clusters."""
+        chosen_clusters = [c for c, p, m in zip(clusters, primary, mask, strict=True) if p and m]
+        return len(chosen_clusters), len(set(chosen_clusters))
+
+    every = [True] * len(chosen)
+    cells = {
+        key: value.sized(*size(graded if key == "severity_gradient" else every)) if isinstance(value, Cell) else value
+        for key, value in cells.items()
+    }
     row: Row = {
         "judge": judge,
         "condition": condition,
@@ -226,15 +237,18 @@ def _judge_condition(
         cluster=[v for v, k in zip(clusters, keep, strict=True) if k],
         seed=seed,
     )
-    if "arm_discrimination" in unguarded:
-        row["arm_discrimination_without_guard"] = unguarded["arm_discrimination"]
+    unguarded_cell = unguarded.get("arm_discrimination")
+    if isinstance(unguarded_cell, Cell):
+        row["arm_discrimination_without_guard"] = unguarded_cell.sized(*size(keep))
     reactions = result.get("values", {}).get("reactions") if result else None
     if isinstance(reactions, dict):
         rci = result.get("ci", {}).get("reactions", {}) or {}
+        flat = result.get("degenerate", {}).get("reactions", {}) or {}
         for arm in ("semantic", "control"):
             share = f"{arm}_share"
             if share in reactions:
-                row[share] = Cell.of(float(reactions[share]), rci.get(share))
+                cell = Cell.of(float(reactions[share]), rci.get(share), flat.get(share, False))
+                row[share] = cell.sized(*size([a == arm for a in arms]))
                 row[f"{arm}_reacted"] = f"{int(reactions[f'{arm}_reacted'])}/{int(reactions[f'{arm}_scored'])}"
             else:
                 errors[f"{where}/{share}"] = f"no {arm} mutant in the primary subset"

@@ -350,9 +350,14 @@ def from_pairs(
             plot.thresholds = Thresholds(th.x_lo, th.x_hi, th.y_lo, th.y_hi, th.objective)
             masks = similarity_lib.region_masks(surface, df, th)
             region_rows: list[Row] = []
+            pair_clusters = clusters if clusters is not None else [str(i) for i in range(len(pairs))]
             for region in ("dfs", "sfd", "control"):
                 mask = masks[region]
-                row: Row = {"region": region.upper() if region != "control" else "Control", "pairs": int(mask.sum())}
+                row: Row = {
+                    "region": region.upper() if region != "control" else "Control",
+                    "pairs": int(mask.sum()),
+                    "clusters": len({c for c, m in zip(pair_clusters, mask.tolist(), strict=True) if m}),
+                }
                 for name, metric_values in scores.items():
                     if mask.any():
                         err = similarity_lib.prediction_error(np.array(df)[mask], np.array(metric_values)[mask])
@@ -363,16 +368,17 @@ def from_pairs(
             report.add_table(
                 "thresholds",
                 "Algorithm 2 thresholds",
-                ["x_lo", "x_hi", "y_lo", "y_hi", "objective"],
-                [dict(plot.thresholds.to_json())],
+                ["pairs", "clusters", "x_lo", "x_hi", "y_lo", "y_hi", "objective"],
+                [{"pairs": len(pairs), "clusters": len(set(pair_clusters)), **plot.thresholds.to_json()}],
                 LABELS,
             )
             report.add_table(
                 "regions",
                 "Pairs and MAE per region",
-                ["region", "pairs", *[f"mae:{n}" for n in scores]],
+                ["region", "pairs", "clusters", *[f"mae:{n}" for n in scores]],
                 region_rows,
                 LABELS,
+                size=("pairs", "clusters"),
             )
     report.plots["similarity_scatter"] = plot
     if all(p.get("pair_id") is not None for p in pairs):
@@ -392,12 +398,25 @@ def _pairs_table(
         if thresholds is not None:
             region = "DFS" if x <= thresholds.x_lo and y >= thresholds.y_hi else "Control"
             region = "SFD" if x >= thresholds.x_hi and y <= thresholds.y_lo else region
-        row: Row = {"pair": str(pair["pair_id"]), "df_score": Cell(y), "surface_similarity": Cell(x), "region": region}
+        # One pair's own measurements: each from one item in one cluster, never judged against the minimums.
+        row: Row = {
+            "pair": str(pair["pair_id"]),
+            "df_score": Cell(y, n=1, clusters=1),
+            "surface_similarity": Cell(x, n=1, clusters=1),
+            "region": region,
+        }
         for name in metrics:
             value = (pair.get("cems") or {}).get(name)
-            row[name] = None if value is None else Cell(float(value))
+            row[name] = None if value is None else Cell(float(value), n=1, clusters=1)
         rows.append(row)
-    report.add_table("pairs", "Pairs", ["pair", "df_score", "surface_similarity", *metrics, "region"], rows, LABELS)
+    report.add_table(
+        "pairs",
+        "Pairs",
+        ["pair", "df_score", "surface_similarity", *metrics, "region"],
+        rows,
+        LABELS,
+        observations=True,
+    )
 
 
 def _sections(report: Report, cluster: str, bootstrap: int, note: str | None = None) -> None:

@@ -25,6 +25,11 @@ class Settings(BaseSettings):
     # The tenant whose platform-wide judge_quality reports feed the judge-trust gauges (gateway/scrape.py): the
     # operators' own meta-evaluation, never another tenant's (default: the bootstrap admin key's tenant).
     trust_tenant: str = Field(default="admin", min_length=1, max_length=100)
+    # A report's figure from fewer items (n) or fewer bootstrap clusters than these is marked "too few to judge"
+    # (trust "too_few") on its page, in its JSON and on the judge-trust gauges (docs/operations.md); a report
+    # request may set its own (POST /v1/reports min_items, min_clusters).
+    min_items: int = Field(default=30, ge=1, description="Fewest items a report figure needs to be judged.")
+    min_clusters: int = Field(default=10, ge=1, description="Fewest bootstrap clusters a report figure needs.")
     database_pool_size: int = Field(default=5, ge=1, le=100)
     database_max_overflow: int = Field(default=10, ge=0, le=200)
 

@@ -141,11 +141,23 @@ judgment_tries = Histogram(
 )
 
 # ---- Judge trust (the gateway, from the newest judge_quality report, at each scrape) -------------------------------
-# `estimate` is `value`, `ci_low` or `ci_high` (the report's cluster-bootstrap interval).
-_TRUST_LABELS = ["judge", "condition", "estimate"]
+# `estimate` is `value`, `ci_low` or `ci_high` (the report's cluster-bootstrap interval); `trust` is `ok`, or
+# `too_few` when the figure comes from fewer items or clusters than TRIBUNAL_MIN_ITEMS / TRIBUNAL_MIN_CLUSTERS.
+TRUST_VALUES = ("ok", "too_few")
+_TRUST_LABELS = ["judge", "condition", "estimate", "trust"]
 judge_roc_auc = Gauge("tribunal_judge_roc_auc", "ROC-AUC of the newest judge_quality report.", _TRUST_LABELS)
 judge_ece = Gauge("tribunal_judge_ece", "Expected calibration error of the newest judge_quality report.", _TRUST_LABELS)
 judge_mcc_oof = Gauge("tribunal_judge_mcc_oof", "Out-of-fold MCC of the newest judge_quality report.", _TRUST_LABELS)
+judge_trust_items = Gauge(
+    "tribunal_judge_trust_items",
+    "Attempts (n) behind the trust gauges' figures of a judge and condition.",
+    ["judge", "condition"],
+)
+judge_trust_clusters = Gauge(
+    "tribunal_judge_trust_clusters",
+    "Bootstrap clusters behind the trust gauges' figures of a judge and condition.",
+    ["judge", "condition"],
+)
 judge_trust_report_time = Gauge(
     "tribunal_judge_trust_report_timestamp_seconds", "When the judge_quality report the trust gauges show finished."
 )

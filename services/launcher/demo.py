@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from metrics.html import trust_marks
 from services.kernel.contracts import (
     LIVE_JOB_STATUSES,
     TERMINAL_JOB_STATUSES,
@@ -330,11 +331,15 @@ def print_judges(finished: list[dict[str, Any]]) -> None:
 
 
 def _cell(row: dict[str, Any], key: str) -> str:
+    """A report's metric cell as text: the estimate and interval, then what it says about its own trust (a
+    degenerate interval, too few items or clusters to judge)."""
     cell = row.get(key)
     if not isinstance(cell, dict):
         return "-"
     ci = cell.get("ci")
-    return f"{cell['value']:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    marks = trust_marks(cell)
+    text = f"{cell['value']:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    return text + (f" ({'; '.join(marks)})" if marks else "")
 
 
 # A link an answer gives (a report's `html` and `plots`) is a path on the API's own origin.

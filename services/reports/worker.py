@@ -168,7 +168,14 @@ def build(
 ) -> tuple[dict[str, Any], dict[str, bytes], str]:
     """The report's JSON, its plots (name -> PNG) and its HTML page: CPU-bound, run in a thread. The report lists
     every one of `configured_judges` with its counts of ok, failed and not-applicable rows (none for code pairs)."""
-    report = build_kind(kind, rows, params, configured_judges).to_json()
+    settings = get_settings()
+    # The request's own minimums, else the operators' (TRIBUNAL_MIN_ITEMS, TRIBUNAL_MIN_CLUSTERS).
+    request = {
+        **params,
+        "min_items": params.get("min_items") or settings.min_items,
+        "min_clusters": params.get("min_clusters") or settings.min_clusters,
+    }
+    report = build_kind(kind, rows, request, configured_judges).to_json()
     rendered = plots.render_all(report)
     return report, rendered, html.render_html(report, rendered, title)
 

@@ -34,6 +34,12 @@ def test_values_match_reference_libraries(tenant_client: httpx.Client) -> None:
     assert low <= result["values"]["roc_auc"] <= high
     again = tenant_client.post("/v1/metrics:compute", json=body).json()
     assert again["ci"] == result["ci"]  # seeded: the same resamples
+    # 200 items in 50 clusters: real intervals, not degenerate ones.
+    assert result["degenerate"] == dict.fromkeys(["roc_auc", "pr_auc", "brier", "ece", "mcc"], False)
+    # Four attempts separated perfectly: every resample's ROC-AUC is 1, and the answer says the interval is degenerate.
+    few = {"metrics": ["roc_auc"], "y_true": [1, 1, 0, 0], "y_score": [0.9, 0.8, 0.2, 0.1], "bootstrap": 200}
+    flat = tenant_client.post("/v1/metrics:compute", json=few).json()
+    assert flat["ci"]["roc_auc"] == [1.0, 1.0] and flat["degenerate"] == {"roc_auc": True}
 
 
 def test_a_metric_that_cannot_be_computed_comes_back_with_a_reason(tenant_client: httpx.Client) -> None:

@@ -45,6 +45,18 @@ def test_judge_quality_report_is_built_with_plots_and_a_page(tenant_client: http
     page = tenant_client.get(report["html"])
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "data:image/png;base64," in page.text and "scripted" in page.text
+    # Twelve attempts are too few to judge by the deployment's minimums (TRIBUNAL_MIN_ITEMS, 30 by default): the
+    # stored JSON and the page say so of every figure.
+    assert (report["result"]["params"]["min_items"], report["result"]["params"]["min_clusters"]) == (30, 10)
+    figures = [v for row in report["result"]["tables"]["metrics"]["rows"] for v in row.values() if isinstance(v, dict)]
+    assert figures and all(f["trust"] == "too_few" and f["n"] <= 12 for f in figures)
+    assert 'class="too-few"' in page.text and "too few to judge (n=" in page.text
+
+
+def test_a_minimum_below_one_is_named(tenant_client: httpx.Client) -> None:
+    for field in ("min_items", "min_clusters"):
+        response = tenant_client.post("/v1/reports", json={"kind": "judge_quality", field: 0})
+        assert response.status_code == 422 and response.json()["errors"][0]["loc"] == ["body", field], response.text
 
 
 def test_report_of_unknown_kind_is_named(tenant_client: httpx.Client) -> None:

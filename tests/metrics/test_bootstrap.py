@@ -91,7 +91,8 @@ def test_paired_differences_use_the_same_resamples() -> None:
     # A monotone transform has the same ROC-AUC on every resample, so on shared resamples the difference is exactly
     # zero; on independent resamples it would spread around zero.
     result = compare(["roc_auc", "brier"], labels, {"a": scores, "b": scores**2}, bootstrap=300, cluster=groups)
-    assert result["differences"]["a - b"]["roc_auc"] == {"value": 0.0, "ci": [0.0, 0.0]}
+    # ... and every resample equal: the zero-width interval is degenerate, and says so.
+    assert result["differences"]["a - b"]["roc_auc"] == {"value": 0.0, "ci": [0.0, 0.0], "degenerate": True}
     independent = compute(["roc_auc"], labels, scores, bootstrap=300, cluster=groups, seed=1)["ci"]["roc_auc"]
     own = result["ci"]["a"]["roc_auc"]
     assert own != independent  # a different seed gives other resamples, so pairing is not automatic

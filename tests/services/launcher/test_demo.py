@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.launcher.demo import VARIANTS, humaneval_problems
+from services.launcher.demo import VARIANTS, _cell, humaneval_problems
 
 
 @pytest.mark.stack  # `tribunal demo` starts its own stack
@@ -58,3 +58,14 @@ def test_wrong_value_variant_keeps_recursion_working() -> None:
     exec(wrong_value.apply(fib["canonical"], "fib"), namespace)  # noqa: S102 - our own generated code
     # Without the depth guard the inner calls would get None back and the program would crash (RE, not WA).
     assert namespace["fib"](10) is None  # type: ignore[operator]
+
+
+def test_the_demo_tables_say_when_a_figure_is_too_few_or_its_interval_degenerate() -> None:
+    """The demo prints report cells as text: a figure from 4 attempts says so, a well-measured one prints bare."""
+    few = {"value": 1.0, "ci": [1.0, 1.0], "degenerate": True, "n": 4, "clusters": 4, "trust": "too_few"}
+    ample = {"value": 0.873, "ci": [0.831, 0.913], "degenerate": False, "n": 404, "clusters": 164, "trust": "ok"}
+    assert _cell({"roc_auc": few}, "roc_auc") == (
+        "1.000 [1.00, 1.00] (degenerate interval; too few to judge (n=4, 4 clusters))"
+    )
+    assert _cell({"roc_auc": ample}, "roc_auc") == "0.873 [0.83, 0.91]"
+    assert _cell({}, "roc_auc") == "-"

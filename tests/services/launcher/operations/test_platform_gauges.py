@@ -23,7 +23,10 @@ from services.kernel.db import dispose_engine, init_engine, session_scope
 from services.kernel.models import Report
 from services.kernel.registry import ALL_QUEUES, SERVICES
 from services.kernel.settings import get_settings
+from services.reports import worker
 from tests.databases import BACKENDS, migrated_database
+from tests.metrics.test_reports import make_rows
+from tests.metrics.test_trust import four_attempts
 
 QUEUE = "tribunal:executor"
 
@@ -88,13 +91,20 @@ async def test_live_workers_count_each_kind_until_their_beat_lapses_or_they_leav
 
 
 def _quality(rows: dict[str, float]) -> dict[str, Any]:
-    """A judge_quality report's result with one blind row per judge and its ROC-AUC."""
+    """A judge_quality report's result with one blind row per judge (200 attempts in 50 clusters) and its ROC-AUC,
+    as stored before figures carried their own trust: the scrape judges them against today's settings."""
     return {
         "kind": "judge_quality",
         "tables": {
             "metrics": {
                 "rows": [
-                    {"judge": judge, "condition": "blind", "roc_auc": {"value": auc, "ci": [auc - 0.1, auc + 0.05]}}
+                    {
+                        "judge": judge,
+                        "condition": "blind",
+                        "n": 200,
+                        "clusters": 50,
+                        "roc_auc": {"value": auc, "ci": [auc - 0.1, auc + 0.05]},
+                    }
                     for judge, auc in rows.items()
                 ]
             }
@@ -102,8 +112,8 @@ def _quality(rows: dict[str, float]) -> dict[str, Any]:
     }
 
 
-def _auc(judge: str, estimate: str = "value") -> float | None:
-    labels = {"judge": judge, "condition": "blind", "estimate": estimate}
+def _auc(judge: str, estimate: str = "value", trust: str = "ok", condition: str = "blind") -> float | None:
+    labels = {"judge": judge, "condition": condition, "estimate": estimate, "trust": trust}
     return REGISTRY.get_sample_value("tribunal_judge_roc_auc", labels)
 
 
@@ -149,6 +159,28 @@ async def test_trust_comes_only_from_the_trust_tenants_platform_wide_report(repo
     await _report("rep_ops_2", admin, 5, _quality({"gpt": 0.7}))
     await scrape._refresh_trust()
     assert (_auc("gpt"), _auc("claude")) == (0.7, None)
+
+
+async def test_a_figure_from_too_few_attempts_is_labelled_so_with_its_n_and_clusters(reports: None) -> None:
+    """A report over 4 attempts, built as the reports worker builds it (the minimums from the settings), puts
+    ROC-AUC 1.000 [1.000, 1.000] on the gauge with trust="too_few", never as a figure to rely on; one over ~120
+    attempts in 40 trajectories is trust="ok". Each judge and condition's n and clusters are gauges beside it."""
+    admin = get_settings().trust_tenant
+    few = [{**row, "judge": "tiny"} for row in four_attempts()]
+    result, _, _ = worker.build("judge_quality", [*few, *make_rows()], {"bootstrap": 100, "folds": 3}, "trust")
+    await _report("rep_ops_sized", admin, 6, result)
+    await scrape._refresh_trust()
+    assert _auc("tiny") is None and _auc("tiny", trust="too_few") == 1.0
+    assert _auc("tiny", "ci_low", "too_few") == 1.0 and _auc("tiny", "ci_high", "too_few") == 1.0
+    assert _auc("alpha", trust="too_few") is None and 0.5 < (_auc("alpha") or 0) <= 1
+    sized = {"judge": "tiny", "condition": "blind"}
+    assert REGISTRY.get_sample_value("tribunal_judge_trust_items", sized) == 4
+    assert REGISTRY.get_sample_value("tribunal_judge_trust_clusters", sized) == 4
+    alpha = next(r for r in result["tables"]["metrics"]["rows"] if r["judge"] == "alpha" and r["condition"] == "blind")
+    assert (
+        REGISTRY.get_sample_value("tribunal_judge_trust_items", {"judge": "alpha", "condition": "blind"})
+        == (alpha["n"])
+    )
 
 
 # --- a source that fails or hangs ----------------------------------------------------------------------------------

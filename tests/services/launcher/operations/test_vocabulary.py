@@ -48,6 +48,7 @@ BOUNDED_LABELS = {
     "reason",
     "direction",
     "estimate",
+    "trust",
     "arm",
     "limit",
     "source",
