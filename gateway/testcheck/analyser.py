@@ -11,7 +11,7 @@ stdout: one JSON line per test as it is analysed, in order, so that a test that 
 Which names test code can see is exactly what executor/harness/function_runner.py gives it: `candidate`, the
 entry point, `__name__`, and the built-ins (with `exit`, `quit`, `help`, `copyright`, `credits` and `license`, which
 the harness adds as `site` does); nothing of the candidate module. `undefined_names` is the harness's own rule
-(tests/gateway/test_problem_validation.py checks that both agree), scope-blind on purpose: a name bound anywhere
+(tests/gateway/test_problem_checks.py checks that both agree), scope-blind on purpose: a name bound anywhere
 in the code counts as bound, so the check can miss a broken test but never refuses a working one.
 """
 
