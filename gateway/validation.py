@@ -33,6 +33,9 @@ from services.kernel.registry import Task
 log = logging.getLogger(__name__)
 
 UNCHECKED, PENDING, READY, INVALID = "unchecked", "pending", "ready", "invalid"
+# How the executor ends a direct execution it cannot run as given (executor/worker.py `execute_direct`): its own
+# message about the request, which `GET /v1/executions` shows too.
+_REFUSED = "invalid request: "
 
 
 def start(session: AsyncSession, problem: Problem) -> list[str]:
@@ -90,7 +93,11 @@ def view(problem: Problem, found: Mapping[str, Job]) -> dict[str, Any]:
         job = found.get(job_id)
         result = (job.result or {}) if job is not None else {}
         verdict = result.get("verdict")
-        if job is None or job.status in (JobStatus.FAILED, JobStatus.CANCELLED):
+        refused = job is not None and job.status == JobStatus.FAILED and (job.error or "").startswith(_REFUSED)
+        if refused:
+            # The executor cannot run this reference as given (a language function mode does not take): its fault.
+            states.add(INVALID)
+        elif job is None or job.status in (JobStatus.FAILED, JobStatus.CANCELLED):
             states.add(UNCHECKED)
         elif job.status in LIVE_JOB_STATUSES:
             states.add(PENDING)
@@ -109,6 +116,7 @@ def view(problem: Problem, found: Mapping[str, Job]) -> dict[str, Any]:
                 "verdict": verdict,
                 "passed": result.get("passed"),
                 "total": result.get("total"),
+                **({"error": job.error} if refused and job is not None else {}),
             }
         )
     # One failing reference makes the problem invalid; else one still running keeps it pending; a run that could not

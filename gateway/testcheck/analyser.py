@@ -21,6 +21,7 @@ import json
 import site
 import sys
 
+
 def undefined_names(tree: ast.AST, entry_point: str) -> list[str]:
     bound = {"candidate", entry_point, "__name__", "__file__", "__builtins__"}
     loaded: set[str] = set()

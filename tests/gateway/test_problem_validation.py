@@ -98,3 +98,25 @@ def test_a_problem_without_a_reference_is_unchecked(tenant_client: httpx.Client)
         "references": [],
         "failing_tests": [],
     }
+
+
+def test_a_reference_the_executor_cannot_run_as_given_is_invalid_with_the_reason(tenant_client: httpx.Client) -> None:
+    """A C reference of a function-mode problem: the executor refuses the run (function mode is Python's), which is
+    the reference's fault, not the platform's, so the problem is invalid, not unchecked."""
+    body = {
+        "problem_id": f"square-{uuid.uuid4().hex[:8]}",
+        "statement": "Return the square.",
+        "mode": "function",
+        "entry_point": "square",
+        "tests": [{"input": [3], "expected": 9}],
+        "references": [
+            {"language": "python", "source_code": SQUARE},
+            {"language": "c", "source_code": "int square(int x) { return x * x; }\n"},
+        ],
+    }
+    assert tenant_client.post("/v1/problems", json=body).status_code == 201
+    validation = _settled(tenant_client, body["problem_id"])["validation"]
+    assert validation["status"] == "invalid" and validation["failing_tests"] == []
+    python, c = validation["references"]
+    assert python["verdict"] == "AC" and "error" not in python
+    assert c["status"] == "failed" and c["error"].startswith("invalid request: ")
