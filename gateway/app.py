@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -9,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway import errors, openapi
+from gateway import errors, openapi, testcheck
 from gateway.errors import ApiError, problem_response
 from gateway.routes import (
     attempts,
@@ -125,7 +126,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     init_engine(role="gateway")
     telemetry.start_quota_series(QUOTA_NAMES)
     app.state.ended_attempts = EndedAttempts()
+    # The test-code analyser's reusable jails, made before the first problem needs them (None if it cannot jail).
+    await asyncio.to_thread(testcheck.default_jail)
     yield
+    await asyncio.to_thread(testcheck.close_default_jail)
     await app.state.ended_attempts.close()
     await queue.close_pool()
     await dispose_engine()

@@ -9,21 +9,28 @@ from typing import Any
 from sqlalchemy import and_, bindparam, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from gateway import testcheck, validation
 from gateway.errors import ApiError
 from gateway.panel import panels
 from gateway.schemas import AttemptIn, ProblemIn
 from metrics.panel import Consensus
 from services.kernel import attempts
 from services.kernel.contracts import Condition, TestResult
-from services.kernel.models import Attempt, Execution, Judgment, Problem
+from services.kernel.models import Attempt, Execution, Job, Judgment, Problem
 
 
 async def put_problem(
     session: AsyncSession, tenant: str, body: ProblemIn, loc: list[str | int]
 ) -> tuple[Problem, bool]:
-    """Store a problem from its API body (see attempts.put_problem)."""
+    """Store a problem from its API body (see attempts.put_problem), its test code checked first (a 422 naming
+    `tests[i].code` that uses a name it never defines; gateway/testcheck)."""
+    await testcheck.check_tests(body.tests, body.entry_point, loc)
     payload = body.model_dump(mode="json", exclude={"problem_id"})
-    return await attempts.put_problem(session, tenant, body.problem_id, payload, loc)
+    problem, created = await attempts.put_problem(session, tenant, body.problem_id, payload, loc)
+    if created:
+        # Its references' runs, committed with it; POST /v1/problems queues them, the reconciler any other's.
+        validation.start(session, problem)
+    return problem, created
 
 
 async def put_attempt(
@@ -305,10 +312,11 @@ def _attempt_json(
     }
 
 
-def problem_view(problem: Problem, *, with_hidden: bool) -> dict[str, Any]:
+def problem_view(problem: Problem, *, with_hidden: bool, jobs: Mapping[str, Job] | None = None) -> dict[str, Any]:
     """The public JSON of a problem (api.md). Hidden tests (`public` false) are the ground truth attempts
     are scored on: they are listed only `with_hidden` (admin and author keys); otherwise `tests` holds the
-    public tests alone and `hidden_tests` says how many more there are."""
+    public tests alone and `hidden_tests` says how many more there are. `validation` is read from `jobs`, its
+    validation runs (validation.load_jobs): a failing test is named by index and verdict alone."""
     tests = list(problem.tests or [])
     hidden = sum(1 for test in tests if not test.get("public"))
     return {
@@ -323,6 +331,7 @@ def problem_view(problem: Problem, *, with_hidden: bool) -> dict[str, Any]:
         "limits": problem.limits,
         "references": problem.references,
         "input_spec": problem.input_spec,
+        "validation": validation.view(problem, jobs or {}),
         "created_at": problem.created_at,
     }
 

@@ -75,6 +75,14 @@ REVIEWED: dict[tuple[str, str, str], str] = {
         "the seed parser's JSON answer from its jail, validated strictly by _read_answer into Mutant"
     ),
     ("services/perturb/isolation.py", "_stopped", "jail_error"): "logged only, on a sandbox failure",
+    ("gateway/testcheck/__init__.py", "findings", "stdout"): (
+        "the jailed analyser's answer: one JSON line per test, each checked against a fixed shape (its index, "
+        "identifiers of at most 100 characters, an integer line); the 422's message is built from those fields only"
+    ),
+    ("gateway/testcheck/__init__.py", "findings", "jail_error"): (
+        "raised to check_tests, which logs it and stores the problem unchecked; never in a response"
+    ),
+    ("gateway/testcheck/analyser.py", "main", "stdout"): "the in-jail analyser writing its own answer: nothing read",
     ("services/perturb/isolation.py", "_stopped", "nsjail_log"): "logged only, on a sandbox failure",
     ("services/perturb/axiom/calibration.py", "execution_report", "compile_output"): (
         "the sanitised build output of the program, clipped, in the calibration report"

@@ -77,6 +77,8 @@ class ProblemOut(BaseModel):
     limits: dict[str, Any]
     references: list[dict[str, Any]]
     input_spec: dict[str, Any] | None
+    # unchecked | pending | ready | invalid, each reference's run and the tests a reference failed (docs/api.md).
+    validation: dict[str, Any] = Field(default_factory=lambda: {"status": "unchecked"})
     created_at: datetime
 
 

@@ -139,6 +139,9 @@ class Problem(Base):
     input_spec: Mapped[dict[str, Any] | None] = mapped_column(CleanJSON, default=None)
     content_hash: Mapped[str] = mapped_column(CleanString(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The direct-execution jobs that run each reference against the problem's tests (its `validation`, docs/api.md);
+    # None: nothing to validate (no reference, or no test), or stored before validation existed.
+    validation_jobs: Mapped[list[str] | None] = mapped_column(CleanJSON, default=None)
 
 
 class Attempt(Base):
