@@ -1,7 +1,7 @@
 """Problems validated at creation: the jobs that run each reference solution against the problem's own tests
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 Create Date: 2026-12-04 21:50:00
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 
 revision: str = "0010"
 # 0009 is another branch's; the chain is joined when both are merged.
-down_revision: str | None = "0008"
+down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
