@@ -269,6 +269,9 @@ async def report(
         cluster=wanted.cluster,
         seed=wanted.seed if wanted.seed is not None else spec.seed,
         k=wanted.k,
+        mutants=wanted.mutants,
+        min_items=wanted.min_items or spec.min_items,
+        min_clusters=wanted.min_clusters or spec.min_clusters,
     )
 
     def record(report_id: str, job_id: str) -> None:

@@ -32,6 +32,10 @@ class ReportIn(RequestBody):
         max_length=32,
         description="pass_at_k: the k values; default 1, and 10 and 100 where every task has that many samples",
     )
+    mutants: bool | None = Field(
+        default=None,
+        description="judge_quality: count perturbation mutants as attempts too, each labelled by its verdict",
+    )
     min_items: int | None = Field(
         default=None,
         ge=1,

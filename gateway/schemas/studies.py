@@ -55,6 +55,9 @@ class ReportSpec(_StudyPart):
     cluster: Cluster | None = None
     seed: Seed | None = Field(default=None, description="default: the study's seed")
     k: list[Annotated[int, Field(ge=1, le=100_000)]] | None = Field(default=None, min_length=1, max_length=32)
+    mutants: bool | None = Field(default=None, description="judge_quality: the perturbation mutants as attempts")
+    min_items: int | None = Field(default=None, ge=1, le=1_000_000, description="default: the study's")
+    min_clusters: int | None = Field(default=None, ge=1, le=1_000_000, description="default: the study's")
 
 
 class StudySpec(_StudyPart):
@@ -73,6 +76,9 @@ class StudySpec(_StudyPart):
     report: list[ReportSpec] = Field(default_factory=list, max_length=32)
     bootstrap: int = Field(default=2000, ge=0, le=20_000)
     seed: Seed = 0
+    # The reports' "too few to judge" minimums (docs/metrics.md); default the deployment's TRIBUNAL_MIN_*.
+    min_items: int | None = Field(default=None, ge=1, le=1_000_000)
+    min_clusters: int | None = Field(default=None, ge=1, le=1_000_000)
 
     @field_validator("dataset")
     @classmethod

@@ -114,7 +114,7 @@ def cluster_of(row: TidyRow, cluster: str) -> str:
     if cluster == "problem":
         return str(row.get("problem_id"))
     if cluster == "seed":
-        return str(row.get("parent_attempt_id") or row.get("attempt_id"))
+        return str(row.get("seed_attempt_id") or row.get("parent_attempt_id") or row.get("attempt_id"))
     return str(row.get("trajectory") or row.get("attempt_id"))
 
 

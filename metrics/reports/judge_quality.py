@@ -73,8 +73,13 @@ def build(
     bootstrap: int = 2000,
     cluster: str = "trajectory",
     seed: int = 0,
+    mutants: bool = False,
 ) -> Report:
     """Discrimination, calibration and out-of-fold decision quality of every judge x condition (paper 001, V-B1).
+
+    With ``mutants``, perturbation mutants count as attempts too, each labelled by its own verdict (a study of
+    references and their verified mutants: controlled ground truth). Paper 001 measures judges on participants'
+    submissions only, which is the default; with mutants the panel also ranks them.
 
     Per judge x condition, on its scored attempts that carry a ``label_ac``: n, positives, ROC-AUC, PR-AUC,
     LogLoss, Brier, ECE (15 bins) and MCC_oof (grouped ``folds``-fold CV on trajectories), each with its
@@ -88,6 +93,9 @@ def build(
     """
     cluster = check_cluster(cluster, CLUSTERS, "judge_quality")
     rows = with_weighted(rows)
+    if mutants:
+        # A mutant is kept as an attempt: its parent still clusters it with its seed under cluster="seed".
+        rows = [{**r, "seed_attempt_id": r.get("parent_attempt_id"), "parent_attempt_id": None} for r in rows]
     index = Index(rows)
     if judges is not None:
         # A chosen judge brings its weighted twin, when its rows have one.
@@ -105,6 +113,7 @@ def build(
             "bootstrap": bootstrap,
             "cluster": cluster,
             "seed": seed,
+            "mutants": mutants,
             "ece_bins": ECE_BINS,
             "probability": "p_ac when present, else score / 5",
         },

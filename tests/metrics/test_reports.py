@@ -705,3 +705,19 @@ def test_the_perturbation_report_sets_guard_context_mutants_aside_in_its_variant
     # With the guard mutants (no drop at all), a semantic mutant outdrops a control half the time; without, always.
     assert row["arm_discrimination"]["value"] == pytest.approx(0.5)
     assert row["arm_discrimination_without_guard"]["value"] == pytest.approx(1.0)
+
+
+def test_judge_quality_counts_mutants_as_attempts_only_when_asked() -> None:
+    """A study of references and their verified mutants: by default a mutant is not an attempt (paper 001 measures
+    judges on submissions); with `mutants`, each is one, labelled by its own verdict, clustered with its seed."""
+    table = make_rows(n_traj=20, mutants=True)
+    plain = judge_quality.build(table, bootstrap=50, folds=3, cluster="seed").to_json()
+    counted = judge_quality.build(table, bootstrap=50, folds=3, cluster="seed", mutants=True).to_json()
+    alpha = {"judge": "alpha", "condition": "blind"}
+    attempts = {r["attempt_id"] for r in table if r["judge"] == "alpha" and r["condition"] == "blind"}
+    originals = {a for a in attempts if "~" not in a}
+    assert _row(plain, "metrics", **alpha)["n"] == len(originals)
+    assert _row(counted, "metrics", **alpha)["n"] == len(attempts) > len(originals)
+    # Clusters: a mutant joins its seed's, so the cluster count is the originals' either way.
+    assert _row(counted, "metrics", **alpha)["clusters"] == _row(plain, "metrics", **alpha)["clusters"]
+    assert counted["params"]["mutants"] is True and plain["params"]["mutants"] is False
