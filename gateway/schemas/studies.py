@@ -32,6 +32,7 @@ class _StudyPart(RequestBody):
 class DatasetSpec(_StudyPart):
     path: str = Field(min_length=1, max_length=4096, description="A JSON Lines file (or .gz), relative to the study")
     format: DatasetFormat
+    limit: int | None = Field(default=None, ge=1, description="only the file's first `limit` lines (a first run)")
 
 
 class JudgingSpec(_StudyPart):

@@ -172,10 +172,11 @@ def import_file(
     batch_size: int | None = None,
     console: Console | None = None,
     attempt_fields: dict[str, Any] | None = None,
+    limit: int | None = None,
 ) -> ImportReport:
     """Import a JSON Lines file (`.gz` too) of `format` records through `client`; never raises for a bad line.
     `attempt_fields` (e.g. a study's `judges`, `conditions`, `repeats`) are given to every attempt that does not
-    set them itself.
+    set them itself; `limit` stops after that many lines.
 
     Raises:
         KeyError: `format` is not a known format.
@@ -205,6 +206,8 @@ def import_file(
     ):
         task = progress.add_task(path.name, total=path.stat().st_size, lines=0, bad=0)
         for number, data in enumerate(file_lines(raw, path.suffix == ".gz"), start=1):
+            if limit is not None and number > limit:
+                break
             report.lines = number
             _one_line(importer, format, number, data)
             progress.update(task, completed=raw.tell(), lines=number, bad=len(report.errors))

@@ -115,6 +115,8 @@ def scan(spec: StudySpec, base: Path) -> DatasetScan:
         path = dataset_path(base, dataset.path)
         with path.open("rb") as raw:
             for number, data in enumerate(file_lines(raw, path.suffix == ".gz"), start=1):
+                if dataset.limit is not None and number > dataset.limit:
+                    break
                 if not data.strip():
                     continue
                 try:
@@ -274,7 +276,9 @@ class StudyRun:
         reports = []
         for dataset in self.spec.dataset:
             path = dataset_path(self.base, dataset.path)
-            report = import_file(self.client, path, dataset.format, console=self.console, attempt_fields=fields)
+            report = import_file(
+                self.client, path, dataset.format, console=self.console, attempt_fields=fields, limit=dataset.limit
+            )
             reports.append(report)
             for error in report.errors[:20]:
                 self.console.print(f"  {dataset.path}: {error}", markup=False)

@@ -93,6 +93,8 @@ def test_the_plan_counts_requests_tokens_and_cost_from_the_judges_prices(tmp_pat
     assert gpt.tokens_out_at_most == 12 * 100
     assert gpt.cost_at_most == pytest.approx((gpt.tokens_in * 2.0 + 1200 * 10.0) / 1e6)
     assert by_name["free"].cost_at_most is None and by_name["tests"].tokens_in == 0
+    path.write_text(path.read_text().replace('format = "humaneval"', 'format = "humaneval"\nlimit = 2'))
+    assert len(scan(load_study(path), tmp_path).problems) == 2  # only the file's first two lines
 
 
 def test_a_dataset_path_can_name_a_file_a_package_ships(tmp_path: Path) -> None:
