@@ -43,6 +43,15 @@ _SPECIFIC: dict[tuple[str, str], dict[int, str]] = {
         409: "The program was dropped, or is a 0-point pair or not selected"
     },
     ("get", "/readyz"): {503: "The database or Redis is unreachable (the body says which)"},
+    ("post", "/v1/studies"): {
+        200: "A study with this name and the same spec exists (idempotent)",
+        409: "A study with this name and another spec exists",
+    },
+    ("post", "/v1/studies/{study_id}/perturbations"): {
+        200: "The study's perturbation job, made before (it is made once)",
+        409: "The study has no [perturbations], or no accepted reference attempt yet",
+    },
+    ("post", "/v1/studies/{study_id}/reports"): {200: "The study's report at this index, made before (made once)"},
 }
 
 # Successful answers that are not JSON: (method, path) -> (status, media type, schema).
@@ -90,6 +99,7 @@ def _complete(document: dict[str, Any]) -> dict[str, Any]:
         schemas.pop(name, None)  # FastAPI's own 422 shape, which this API never sends
     components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer", "description": "An API key"}}
     _document_dataset_body(document, schemas)
+    _document_ndjson_dataset(document)
     for path, operations in document.get("paths", {}).items():
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
@@ -136,6 +146,20 @@ def _document_dataset_body(document: dict[str, Any], schemas: dict[str, Any]) ->
             },
         },
     }
+
+
+def _document_ndjson_dataset(document: dict[str, Any]) -> None:
+    """POST /v1/datasets streams its body itself, a line at a time: say what it reads."""
+    operation = document["paths"].get("/v1/datasets", {}).get("post")
+    if operation is not None:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/x-ndjson": {
+                    "schema": {"type": "string", "description": "One record of `format` per line (docs/datasets.md)"}
+                }
+            },
+        }
 
 
 def install(app: FastAPI) -> None:
