@@ -11,16 +11,17 @@ with a ``build(rows, **params)``; :mod:`metrics.reports.params` maps a request's
 no ok row has no figures).
 
 Input: the tidy judgment table
-    A list of dicts, one per stored judgment row, with the keys ``attempt_id, problem_id, participant, turn,
-    trajectory, label_ac, label_score, judge, condition, repeat, status, p_ac, score, parent_attempt_id, operator,
-    arm, severity``, and for the similarity report ``method`` (the offline judge's method, None for an LLM judge)
-    and the attempt's execution ``verdict, passed, total``, and (optional) ``error``, the reason of a row that is
-    not ok, and ``df_score`` (optional; a mutant's confirmation pair, read by ``perturbation``). ``status`` is ``ok``, ``failed`` or ``not_applicable``; only ``status == "ok"`` rows with ``repeat == 0``
-    are scored, except the consistency part of ``agreement``, which reads every repeat. A judge's probability for an
-    attempt is ``p_ac`` when present, else ``score / 5`` (the 0..5 rubric score read as a probability); a row with
-    neither is left out. Perturbation mutants (rows with a ``parent_attempt_id``) are read by ``perturbation`` (and
-    as code pairs by ``similarity``) only; every other builder ignores them. ``pass_at_k`` reads one row per attempt
-    and its ``verdict`` (correct when ``"AC"``), whatever the judge.
+    A list of dicts, one per stored judgment row, with the keys ``attempt_id, problem_id, participant, turn, trajectory,
+    label_ac, label_score, judge, condition, repeat, status, p_ac, score, parent_attempt_id, operator, arm, severity``,
+    and for the similarity report ``method`` (the offline judge's method, None for an LLM judge) and the attempt's
+    execution ``verdict, passed, total``, and (optional) ``error``, the reason of a row that is not ok, and ``df_score``
+    (optional; a mutant's confirmation pair, read by ``perturbation``). ``status`` is ``ok``, ``failed`` or
+    ``not_applicable``; only ``status == "ok"`` rows with ``repeat == 0`` are scored, except the consistency part of
+    ``agreement``, which reads every repeat. A judge's probability for an attempt is ``p_ac`` when present, else ``score
+    / 5`` (the 0..5 rubric score read as a probability); a row with neither is left out. Perturbation mutants (rows with
+    a ``parent_attempt_id``) are read by ``perturbation`` (and as code pairs by ``similarity``) only; every other
+    builder ignores them. ``pass_at_k`` reads one row per attempt and its ``verdict`` (correct when ``"AC"``), whatever
+    the judge.
 
 Output: a :class:`Report`, as JSON ``{"kind", "params", "generated_at", "sections", "tables", "plots", "errors"}``
     - ``params``: the arguments the report was built with (and the bootstrap actually used).
