@@ -17,11 +17,11 @@ Input: the tidy judgment table
     execution ``verdict, passed, total``, and (optional) ``error``, the reason of a row that is not ok, and ``df_score``
     (optional; a mutant's confirmation pair, read by ``perturbation``). ``status`` is ``ok``, ``failed`` or
     ``not_applicable``; only ``status == "ok"`` rows with ``repeat == 0`` are scored, except the consistency part of
-    ``agreement``, which reads every repeat. A judge's probability for an attempt is ``p_ac`` when present, else ``score
-    / 5`` (the 0..5 rubric score read as a probability); a row with neither is left out. Perturbation mutants (rows with
-    a ``parent_attempt_id``) are read by ``perturbation`` (and as code pairs by ``similarity``) only; every other
-    builder ignores them. ``pass_at_k`` reads one row per attempt and its ``verdict`` (correct when ``"AC"``), whatever
-    the judge.
+    ``agreement``, which reads every repeat. A judge's probability for an attempt is ``p_ac`` when present, else
+    ``score / 5`` (the 0..5 rubric score read as a probability); a row with neither is left out. Perturbation mutants
+    (rows with a ``parent_attempt_id``) are read by ``perturbation`` (and as code pairs by ``similarity``) only; every
+    other builder ignores them. ``pass_at_k`` reads one row per attempt and its ``verdict`` (correct when ``"AC"``),
+    whatever the judge.
 
 Output: a :class:`Report`, as JSON ``{"kind", "params", "generated_at", "sections", "tables", "plots", "errors"}``
     - ``params``: the arguments the report was built with (and the bootstrap actually used).
