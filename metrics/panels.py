@@ -9,9 +9,15 @@ Error against ground truth (:func:`judge_errors`)
     ``e_ji = p_ji - y_i`` (default), or the *decision error* ``e_ji = 1[p_ji >= threshold] - y_i`` (in {-1, 0, 1}).
 
 Error correlation (:func:`error_correlation`)
-    Pearson's correlation between two judges' error vectors over the items both scored (numpy ``corrcoef``); on
-    decision errors of one class this is the phi coefficient. A judge whose error is constant has no correlation
-    (NaN), and it is reported as such rather than as 0.
+    The pooled within-class Pearson correlation of two judges' errors over the items both scored: each judge's
+    errors are centred on their mean within each label class (accepted, rejected) and then correlated,
+    ``r_ab = sum_i d_ai d_bi / sqrt(sum_i d_ai^2 sum_i d_bi^2)`` with ``d_ji = e_ji - mean_{i' : y_i' = y_i} e_ji'``.
+    Centring within class is what makes "independent" mean "independent given the truth": every error ``p - y``
+    holds ``-y``, so two judges whose mistakes are unrelated would still look correlated through the label alone
+    (two good judges' raw error correlation is near 1); the within-class correlation is the residual dependence that
+    latent-class models of raters call conditional dependence. On decision errors within one class it is the phi
+    coefficient. A judge whose error is constant within both classes has no correlation (NaN), reported as such,
+    not as 0. Hand-written: numpy/scipy correlate, but none pools within groups.
 
 Effective number of independent judges (:func:`effective_judges`)
     The participation ratio of the error-correlation matrix ``R`` (N x N):
@@ -100,21 +106,34 @@ def judge_errors(
     return errors
 
 
-def error_correlation(errors: ArrayLike) -> FloatArray:
-    """Pearson correlation of every pair of judges' errors over the items both have (1 on the diagonal of a judge
-    whose error varies); NaN where fewer than two shared items or either error is constant there."""
+def _within_class(values: FloatArray, labels: IntArray) -> FloatArray:
+    centred = values.copy()
+    for label in (0, 1):
+        members = labels == label
+        if members.any():
+            centred[members] -= values[members].mean()
+    return centred
+
+
+def error_correlation(errors: ArrayLike, y_true: ArrayLike) -> FloatArray:
+    """The pooled within-class correlation of every pair of judges' errors over the items both have (module
+    docstring; 1 on the diagonal of a judge whose error varies within a class); NaN where either judge's error is
+    constant within every class on those items."""
     matrix = np.asarray(errors, dtype=np.float64)
     if matrix.ndim != 2 or matrix.shape[0] == 0:
         raise MetricInputError("errors must be a non-empty judges x items matrix")
+    labels = _labels(y_true, matrix.shape[1])
     judges = matrix.shape[0]
     result = np.full((judges, judges), np.nan)
     for a in range(judges):
         for b in range(a, judges):
             both = ~np.isnan(matrix[a]) & ~np.isnan(matrix[b])
-            x, y = matrix[a, both], matrix[b, both]
-            if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+            x = _within_class(matrix[a, both], labels[both])
+            y = _within_class(matrix[b, both], labels[both])
+            scale = float(np.sqrt(np.sum(x**2) * np.sum(y**2)))
+            if scale <= 1e-300:
                 continue
-            result[a, b] = result[b, a] = float(np.clip(np.corrcoef(x, y)[0, 1], -1.0, 1.0))
+            result[a, b] = result[b, a] = float(np.clip(np.sum(x * y) / scale, -1.0, 1.0))
     return result
 
 

@@ -4,9 +4,10 @@ Per condition, over the labelled attempts (mutants left out) that every used jud
 
 - ``panel_members`` (``condition, judge, status, reason, items``): every judge of the rows, ``used`` or ``left_out``
   with why (``failed``, ``not_applicable``, ``no score``): a judge is never dropped silently.
-- ``error_correlation`` (``condition, judge_a, judge_b, n, clusters, correlation``): Pearson correlation of the
-  judges' probability errors ``p - y`` (:mod:`metrics.panels`), and ``effective_judges`` (``condition, judges, n,
-  clusters, effective_judges``): the participation ratio ``N^2 / sum r_ij^2``, with a cluster-bootstrap interval.
+- ``error_correlation`` (``condition, judge_a, judge_b, n, clusters, correlation``): the pooled within-class
+  correlation of the judges' probability errors ``p - y`` (:mod:`metrics.panels`: dependence given the truth), and
+  ``effective_judges`` (``condition, judges, n, clusters, effective_judges``): the participation ratio
+  ``N^2 / sum r_ij^2``, with a cluster-bootstrap interval.
 - ``panel_comparison`` (``condition, panel, members, n, clusters, roc_auc, log_loss``): the unweighted percentile-
   rank panel, the out-of-fold skill-weighted, stacked and selected (at most ``k`` judges, for every ``k``) panels,
   and the best single judge (highest in-sample ROC-AUC, which favours it); log-loss only for probabilities.
@@ -128,7 +129,7 @@ def build(
         n, n_clusters = len(common), len(set(groups))
         size = {"n": n, "clusters": n_clusters}
         err = judge_errors(matrix, y)
-        corr = error_correlation(err)
+        corr = error_correlation(err, y)
         heatmap.labels[condition] = list(used)
         heatmap.conditions[condition] = [[None if np.isnan(v) else float(v) for v in r] for r in corr]
         heatmap.sizes[condition] = size
@@ -140,7 +141,7 @@ def build(
                 else:
                     pair["correlation"] = Cell(float(corr[a, b]))
                 correlations.append(pair)
-        effective.append(_effective_row(condition, used, err, groups, size, bootstrap, seed, errors))
+        effective.append(_effective_row(condition, used, err, y, groups, size, bootstrap, seed, errors))
         _compare_panels(
             condition, used, matrix, y, groups, size, folds, seed, bootstrap, budgets, comparison, differences, errors
         )
@@ -186,10 +187,12 @@ def build(
         "Panels that know their judges",
         "The panel is the mean of each judge's percentile rank (paper 001 VI-A10); the members table says which "
         "judges it used and why any was left out. The error correlation compares the judges' mistakes (probability "
-        "minus the true label): judges that err together add little, which the effective number of independent "
-        "judges counts (1 = one judge's worth, N = N independent judges). Weighted, stacked and selected panels are "
-        "learned on other folds than the ones they score (folds grouped by cluster) and compared with the "
-        "unweighted panel and the best single judge on the same resamples. Brackets are 95% intervals from a "
+        "minus the true label, compared within the accepted and within the rejected attempts, so that the label "
+        "itself does not make them look alike): judges that err together add little, which the effective number of "
+        "independent judges counts (1 = one judge's worth, N = N independent judges). Weighted, stacked and "
+        "selected panels are learned on other folds than the ones they score (folds grouped by cluster) and "
+        "compared with the unweighted panel and the best single judge on the same resamples. Brackets are 95% "
+        "intervals from a "
         f"{interval_text(cluster, bootstrap)}.",
         ["panel_members", "error_correlation", "effective_judges", "panel_comparison", "panel_differences"],
         ["error_correlation"],
@@ -202,6 +205,7 @@ def _effective_row(
     condition: str,
     used: list[str],
     err: np.ndarray,
+    y: np.ndarray,
     groups: list[str],
     size: dict[str, int],
     bootstrap: int,
@@ -212,13 +216,13 @@ def _effective_row(
     row: Row = {"condition": condition, "judges": len(used), **size}
     where = f"effective_judges/{condition}/effective_judges"
     try:
-        value = effective_judges(error_correlation(err))
+        value = effective_judges(error_correlation(err, y))
     except UndefinedMetricError as exc:
         errors[where] = str(exc)
         return row
 
     def resampled(items: np.ndarray, copy: np.ndarray) -> float:
-        return effective_judges(error_correlation(err[:, items]))
+        return effective_judges(error_correlation(err[:, items], y[items]))
 
     interval: Any = None
     if bootstrap > 0:

@@ -21,22 +21,48 @@ from metrics.panels import (
     skill_weights,
 )
 
-Y = [1, 1, 0, 0]
-# Errors p - y: judge A [0, 0, 0, 0.2], judge B [0, -0.2, 0.2, 0]: their covariance is exactly 0.
-P_A = [1.0, 1.0, 0.0, 0.2]
-P_B = [1.0, 0.8, 0.2, 0.0]
+Y = [1, 1, 1, 1, 0, 0, 0, 0]
+# Within each class, judge A's deviations from its class mean are (+.1, -.1, +.1, -.1) and judge B's (+.1, +.1,
+# -.1, -.1): orthogonal, so the pooled within-class correlation is exactly 0.
+P_A = [0.9, 0.7, 0.9, 0.7, 0.3, 0.1, 0.3, 0.1]
+P_B = [0.9, 0.9, 0.7, 0.7, 0.3, 0.3, 0.1, 0.1]
 
 
 def test_identical_errors_count_as_one_judge() -> None:
-    correlation = error_correlation(judge_errors([P_B, P_B], Y))
+    correlation = error_correlation(judge_errors([P_B, P_B], Y), Y)
     assert correlation.tolist() == [[1.0, 1.0], [1.0, 1.0]]
     assert effective_judges(correlation) == 1.0
 
 
 def test_uncorrelated_errors_count_as_two_judges() -> None:
-    correlation = error_correlation(judge_errors([P_A, P_B], Y))
+    correlation = error_correlation(judge_errors([P_A, P_B], Y), Y)
     assert correlation[0, 1] == pytest.approx(0.0, abs=1e-12)
     assert effective_judges(correlation) == pytest.approx(2.0, abs=1e-12)
+    # Uncentred, the label alone makes these unrelated errors look alike (both hold -y): Pearson 0.8.
+    errors = judge_errors([P_A, P_B], Y)
+    assert np.corrcoef(errors)[0, 1] == pytest.approx(0.8)
+
+
+def test_worked_within_class_correlation() -> None:
+    y = [1, 1, 0, 0, 0]
+    first = [0.9, 0.5, 0.4, 0.2, 0.0]
+    second = [0.8, 0.6, 0.1, 0.2, 0.3]
+    # Deviations from class means: first (.2, -.2 | .2, 0, -.2), second (.1, -.1 | -.1, 0, .1).
+    # sum d1 d2 = .02 + .02 - .02 + 0 - .02 = 0; sum d1^2 = .16, sum d2^2 = .04 -> r = 0.
+    # Swap the rejected part of second to (.1, 0, -.1): sum = .02 + .02 + .02 + .02 = .08 -> r = .08 / .08 = 1.
+    assert error_correlation(judge_errors([first, second], y), y)[0, 1] == pytest.approx(0.0, abs=1e-12)
+    flipped = [0.8, 0.6, 0.3, 0.2, 0.1]
+    assert error_correlation(judge_errors([first, flipped], y), y)[0, 1] == pytest.approx(1.0)
+
+
+def test_conditionally_independent_judges_count_as_two() -> None:
+    """Judges whose noise is independent given the label: N_eff near 2; one judge copied: exactly 1."""
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, 2, 4000)
+    first = np.clip(0.3 + 0.4 * y + rng.normal(0, 0.1, y.size), 0, 1)
+    second = np.clip(0.3 + 0.4 * y + rng.normal(0, 0.1, y.size), 0, 1)
+    assert effective_judges(error_correlation(judge_errors([first, second], y), y)) == pytest.approx(2.0, abs=0.01)
+    assert effective_judges(error_correlation(judge_errors([first, first], y), y)) == pytest.approx(1.0)
 
 
 def test_participation_ratio_worked_example() -> None:
@@ -50,8 +76,8 @@ def test_participation_ratio_worked_example() -> None:
 
 
 def test_undefined_correlation_is_not_zero() -> None:
-    perfect = [1.0, 1.0, 0.0, 0.0]  # error constant 0
-    correlation = error_correlation(judge_errors([perfect, P_B], Y))
+    perfect = [1.0] * 4 + [0.0] * 4  # error constant 0
+    correlation = error_correlation(judge_errors([perfect, P_B], Y), Y)
     assert math.isnan(correlation[0, 1]) and math.isnan(correlation[0, 0])
     with pytest.raises(UndefinedMetricError):
         effective_judges(correlation)
@@ -66,8 +92,10 @@ def test_decision_errors_correlate_as_phi() -> None:
     errors = judge_errors([first, second], y, kind="decision")
     assert errors.tolist() == [[0, -1, -1, 1, 0, 0], [0, -1, 0, 1, 1, 0]]
     wrong = np.abs(errors) > 0  # on these items an error's sign is fixed by the label, so phi of "wrong"
-    phi = matthews_corrcoef(wrong[0], wrong[1])
-    assert error_correlation(np.abs(errors))[0, 1] == pytest.approx(phi)
+    # Within one class (the rejected attempts alone) the correlation of decision errors is phi of "wrong".
+    rejected = slice(3, 6)
+    on_rejected = error_correlation(errors[:, rejected], [0, 0, 0])[0, 1]
+    assert on_rejected == pytest.approx(matthews_corrcoef(wrong[0, rejected], wrong[1, rejected]))
     with pytest.raises(MetricInputError, match="kind"):
         judge_errors([first], y, kind="bogus")  # type: ignore[arg-type]
 
@@ -89,7 +117,7 @@ def test_skill_weights_worked_example() -> None:
 
 def test_select_subset_prefers_fewer_judges_on_ties() -> None:
     y = [1, 1, 0, 0]
-    ranks = np.vstack([percentile_ranks(p) for p in ([0.9, 0.8, 0.2, 0.1], [0.2, 0.9, 0.8, 0.1], P_B)])
+    ranks = np.vstack([percentile_ranks(p) for p in ([0.9, 0.8, 0.2, 0.1], [0.2, 0.9, 0.8, 0.1], [1.0, 0.8, 0.2, 0.0])])
     assert select_subset(ranks, y, 1) == (0,)
     assert select_subset(ranks, y, 3) == (0,)  # AUC 1 alone; no larger panel beats it
     assert select_subset(ranks, y, 2, costs=[5.0, 1.0, 1.0], budget=2.0) == (2,)

@@ -58,7 +58,8 @@ def test_error_correlation_and_effective_judges_match_the_library(
     attempts = sorted({r["attempt_id"] for r in rows})
     labels = {r["attempt_id"]: r["label_ac"] for r in rows}
     matrix = np.array([[by[(j, a)] for a in attempts] for j in ("alpha", "beta", "gamma")])
-    corr = error_correlation(judge_errors(matrix, [labels[a] for a in attempts]))
+    y = [labels[a] for a in attempts]
+    corr = error_correlation(judge_errors(matrix, y), y)
     pair = next(r for r in _blind(report, "error_correlation") if (r["judge_a"], r["judge_b"]) == ("alpha", "beta"))
     assert pair["correlation"]["value"] == pytest.approx(corr[0, 1])
     assert pair["n"] == len(attempts) and pair["correlation"]["n"] == len(attempts)
