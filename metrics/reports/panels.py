@@ -133,15 +133,16 @@ def build(
         heatmap.labels[condition] = list(used)
         heatmap.conditions[condition] = [[None if np.isnan(v) else float(v) for v in r] for r in corr]
         heatmap.sizes[condition] = size
+        draws = _resampled_correlations(err, y, groups, bootstrap, seed)
         for a in range(len(used)):
             for b in range(a + 1, len(used)):
                 pair: Row = {"condition": condition, "judge_a": used[a], "judge_b": used[b], **size}
                 if np.isnan(corr[a, b]):
                     errors[f"error_correlation/{condition}/{used[a]}/{used[b]}/correlation"] = "an error is constant"
                 else:
-                    pair["correlation"] = Cell(float(corr[a, b]))
+                    pair["correlation"] = _cell(float(corr[a, b]), None if draws is None else draws[:, a, b])
                 correlations.append(pair)
-        effective.append(_effective_row(condition, used, err, y, groups, size, bootstrap, seed, errors))
+        effective.append(_effective_row(condition, used, corr, draws, size, errors))
         _compare_panels(
             condition, used, matrix, y, groups, size, folds, seed, bootstrap, budgets, comparison, differences, errors
         )
@@ -201,40 +202,53 @@ def build(
     return report
 
 
+def _resampled_correlations(
+    err: np.ndarray, y: np.ndarray, groups: list[str], bootstrap: int, seed: int
+) -> np.ndarray | None:
+    """(resamples x judges x judges) error correlations on the cluster-bootstrap resamples (NaN where undefined);
+    None without a bootstrap. One set of draws serves every pair and the effective number of judges."""
+    if bootstrap <= 0:
+        return None
+
+    def resampled(items: np.ndarray, copy: np.ndarray) -> np.ndarray:
+        return error_correlation(err[:, items], y[items])
+
+    draws = bootstrap_loop(resampled, draw_resamples(groups, bootstrap, seed), groups)
+    judges = err.shape[0]
+    return np.stack([np.full((judges, judges), np.nan) if d is None else d for d in draws])
+
+
+def _cell(value: float, distribution: np.ndarray | None) -> Cell:
+    """A cell with the percentile interval of its resample values, when any is defined."""
+    if distribution is None or not np.isfinite(distribution).any():
+        return Cell.of(value)
+    summary = summarise(distribution)
+    return Cell.of(value, summary["ci"], summary["degenerate"])
+
+
 def _effective_row(
     condition: str,
     used: list[str],
-    err: np.ndarray,
-    y: np.ndarray,
-    groups: list[str],
+    corr: np.ndarray,
+    draws: np.ndarray | None,
     size: dict[str, int],
-    bootstrap: int,
-    seed: int,
     errors: dict[str, str],
 ) -> Row:
     """The effective number of judges, with the percentile interval of its cluster-bootstrap resamples."""
     row: Row = {"condition": condition, "judges": len(used), **size}
     where = f"effective_judges/{condition}/effective_judges"
     try:
-        value = effective_judges(error_correlation(err, y))
+        value = effective_judges(corr)
     except UndefinedMetricError as exc:
         errors[where] = str(exc)
         return row
-
-    def resampled(items: np.ndarray, copy: np.ndarray) -> float:
-        return effective_judges(error_correlation(err[:, items], y[items]))
-
-    interval: Any = None
-    if bootstrap > 0:
-        try:
-            draws = bootstrap_loop(resampled, draw_resamples(groups, bootstrap, seed), groups)
-            summary = summarise([np.nan if v is None else v for v in draws])
-            interval = summary["ci"]
-            row["effective_judges"] = Cell.of(value, interval, summary["degenerate"])
-            return row
-        except (MetricInputError, UndefinedMetricError) as exc:
-            errors[f"{where}/ci"] = str(exc)
-    row["effective_judges"] = Cell.of(value, interval)
+    if draws is None:
+        row["effective_judges"] = Cell.of(value)
+        return row
+    distribution = np.array([np.nan if np.isnan(m).any() else effective_judges(m) for m in draws])
+    row["effective_judges"] = _cell(value, distribution)
+    if not np.isfinite(distribution).any():
+        errors[f"{where}/ci"] = "undefined on every bootstrap resample"
     return row
 
 

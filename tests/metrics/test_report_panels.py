@@ -63,6 +63,8 @@ def test_error_correlation_and_effective_judges_match_the_library(
     pair = next(r for r in _blind(report, "error_correlation") if (r["judge_a"], r["judge_b"]) == ("alpha", "beta"))
     assert pair["correlation"]["value"] == pytest.approx(corr[0, 1])
     assert pair["n"] == len(attempts) and pair["correlation"]["n"] == len(attempts)
+    lo, hi = pair["correlation"]["ci"]
+    assert -1 <= lo <= pair["correlation"]["value"] <= hi <= 1
     effective = _blind(report, "effective_judges")[0]
     cell = effective["effective_judges"]
     assert cell["value"] == pytest.approx(effective_judges(corr))
