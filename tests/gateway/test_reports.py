@@ -151,6 +151,7 @@ def _rows(report: dict[str, Any], table: str) -> list[dict[str, Any]]:
         ("axiom", {"axiom"}, "axiom"),
         ("similarity", {"metrics"}, "metrics"),
         ("perturbation", {"perturbation"}, None),
+        ("panels", {"panel_members", "error_correlation", "effective_judges", "panel_comparison"}, "panel_members"),
     ],
 )
 def test_every_report_kind_answers_with_a_body(
