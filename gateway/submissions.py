@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import and_, bindparam, exists, select
@@ -13,7 +13,7 @@ from gateway import testcheck, validation
 from gateway.errors import ApiError
 from gateway.panel import panels
 from gateway.schemas import AttemptIn, ProblemIn
-from metrics.panel import Consensus
+from metrics.panel import DEFINITION, PANEL_REPEAT, PANEL_STATUS, Consensus
 from services.kernel import attempts
 from services.kernel.contracts import Condition, TestResult
 from services.kernel.models import Attempt, Execution, Job, Judgment, Problem
@@ -266,14 +266,44 @@ async def attempt_views(session: AsyncSession, page: Sequence[Attempt]) -> list[
     ]
 
 
-def panel_view(attempt: Attempt, by_condition: Mapping[str, Consensus]) -> dict[str, Any] | None:
-    """The attempt's `panel`: its first condition's consensus, and every condition's in `by_condition`; None when
-    no judgment of it counts (none is ok yet, or it is a perturbation mutant, which the panel leaves out)."""
+def missing_judges(rows: Sequence[Judgment], condition: str, used: Collection[str]) -> list[dict[str, str]]:
+    """The judges with a repeat-0 judgment of the attempt under ``condition`` that the panel did not use, each with
+    why: its status (``failed``, ``not_applicable``, ``queued``...), or ``no score`` for an ok row without one."""
+    missing: dict[str, str] = {}
+    for row in rows:
+        if row.condition == condition and row.repeat == PANEL_REPEAT and row.judge not in used:
+            missing[row.judge] = "no score" if row.status == PANEL_STATUS else str(row.status)
+    return [{"judge": judge, "reason": reason} for judge, reason in sorted(missing.items())]
+
+
+def panel_view(
+    attempt: Attempt, by_condition: Mapping[str, Consensus], rows: Sequence[Judgment] = ()
+) -> dict[str, Any] | None:
+    """The attempt's `panel`: its first condition's consensus, and every condition's in `by_condition`, each with
+    its `definition`, the `used_judges` and the size of each one's `population`, and the `missing_judges` (of
+    ``rows``, the attempt's judgments) with why; `unscored_conditions`: the conditions it has judgments under but
+    no panel value, each with its missing judges (none is silently dropped); None when no judgment of it counts
+    (none is ok yet, or it is a perturbation mutant, which the panel leaves out)."""
     if not by_condition:
         return None
-    views = {c: {"consensus": v.consensus, "judges": v.judges} for c, v in sorted(by_condition.items())}
+    views = {
+        c: {
+            "consensus": v.consensus,
+            "judges": v.judges,
+            "definition": DEFINITION,
+            "used_judges": list(v.used),
+            "population": dict(v.population),
+            "missing_judges": missing_judges(rows, c, v.used),
+        }
+        for c, v in sorted(by_condition.items())
+    }
     primary = (attempt.conditions or [Condition.BLIND])[0]
-    return {**views.get(primary, {}), "condition": primary, "by_condition": views}
+    unscored = {
+        condition: missing_judges(rows, condition, ())
+        for condition in sorted({row.condition for row in rows} - set(by_condition))
+    }
+    unscored = {condition: judges for condition, judges in unscored.items() if judges}
+    return {**views.get(primary, {}), "condition": primary, "by_condition": views, "unscored_conditions": unscored}
 
 
 def _attempt_json(
@@ -296,7 +326,7 @@ def _attempt_json(
         "compile_output": execution.compile_output if execution else None,
         "tests": tests,
         "judgments": [judgment_view(row) for row in rows],
-        "panel": panel_view(attempt, by_condition),
+        "panel": panel_view(attempt, by_condition, rows),
         "participant": attempt.participant,
         "turn": attempt.turn,
         "submitted_at": attempt.submitted_at,

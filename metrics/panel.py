@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -138,12 +138,18 @@ class Output:
     value: float
 
 
+DEFINITION = "unweighted mean percentile rank, paper 001 VI-A10"
+
+
 @dataclass(frozen=True)
 class Consensus:
-    """An item's panel under one condition: the mean percentile rank and how many judges it averages."""
+    """An item's panel under one condition: the mean percentile rank and how many judges it averages; ``used``: those
+    judges, and ``population``: the size of each one's population (how many outputs it was ranked among)."""
 
     consensus: float
     judges: int
+    used: tuple[str, ...] = ()
+    population: Mapping[str, int] = field(default_factory=dict)
 
 
 def consensus_by_item(
@@ -160,6 +166,7 @@ def consensus_by_item(
     for output in outputs:
         grouped[(output.judge, output.condition)].append(output)
     ranks: dict[tuple[str, str], list[float]] = defaultdict(list)
+    sizes: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
     for key, members in grouped.items():
         if key not in populations:
             raise MetricInputError(f"no population for judge {key[0]!r} under condition {key[1]!r}")
@@ -168,9 +175,13 @@ def consensus_by_item(
         values = populations[key].percentile_ranks([m.value for m in members])
         for member, rank in zip(members, values.tolist(), strict=True):
             ranks[(member.item, member.condition)].append(rank)
+            sizes[(member.item, member.condition)][member.judge] = populations[key].size
     result: dict[str, dict[str, Consensus]] = {}
     for (item, condition), item_ranks in sorted(ranks.items()):
-        result.setdefault(item, {})[condition] = Consensus(sum(item_ranks) / len(item_ranks), len(item_ranks))
+        population = dict(sorted(sizes[(item, condition)].items()))
+        result.setdefault(item, {})[condition] = Consensus(
+            sum(item_ranks) / len(item_ranks), len(item_ranks), tuple(population), population
+        )
     return result
 
 

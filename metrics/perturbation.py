@@ -9,6 +9,10 @@ and condition. The analysis is restricted to the primary subset: mutants whose s
 - Reactions: per arm, the mutants whose probability drops by more than 0.05, of those scored. Drops are rounded to
   12 decimals before the comparison so that a decimal drop of exactly 0.05 (0.90 - 0.85 evaluates to
   0.05000000000000004 in binary) is not counted as "more than 0.05".
+- Confirmed-defect ``A_j`` (:func:`confirmed_mask`): the same A_j over the mutants that differential fuzzing
+  confirms, i.e. semantic mutants with ``df_score < 1`` (they behave differently from their seed on some test) and
+  control mutants with ``df_score == 1`` (they behave the same on every test); a semantic mutant that behaves like
+  its seed is an equivalent mutant, not a defect, and a mutant without a df_score is not confirmed either way.
 - Severity gradient ``rho_j``: Spearman's correlation between operator severity (1..4) and the drop over the
   semantic arm; control mutants carry no severity and are left out.
 
@@ -52,6 +56,17 @@ def semantic_mask(arm: ArrayLike) -> BoolArray:
     if unknown:
         raise MetricInputError(f"arm must hold 'semantic' or 'control', found {unknown[0]!r}")
     return arms == SEMANTIC
+
+
+def confirmed_mask(arm: ArrayLike, df_score: ArrayLike) -> BoolArray:
+    """True for the mutants differential fuzzing confirms: semantic with ``df_score < 1``, control with ``df_score ==
+    1``; False for the rest, and for a mutant without a df_score (None/NaN)."""
+    semantic = semantic_mask(arm)
+    scores = as_float_vector(df_score, "df_score", allow_missing=True)
+    check_same_length(arm=semantic, df_score=scores)
+    known = ~np.isnan(scores)
+    confirmed: BoolArray = known & np.where(semantic, scores < 1.0, scores == 1.0)
+    return confirmed
 
 
 def arm_discrimination(drop: ArrayLike, arm: ArrayLike) -> float:

@@ -1,8 +1,8 @@
 """Render the plot data of a metrics report (``report["plots"]``, see :mod:`metrics.reports`) to PNG bytes.
 
 Pure: plot-data dicts in, PNG bytes out (matplotlib, headless ``Agg`` backend, ~110 dpi). Each plot-data dict names
-its renderer in ``"type"``: roc, reliability, kappa_heatmap, perturbation_shift, success_at_turn, kaplan_meier,
-similarity_scatter.
+its renderer in ``"type"``: roc, reliability, kappa_heatmap, error_correlation, perturbation_shift, success_at_turn,
+kaplan_meier, similarity_scatter.
 """
 
 from __future__ import annotations
@@ -108,10 +108,11 @@ def _reliability(data: PlotData) -> bytes:
     return _png(fig, data.get("title"))
 
 
-def _kappa_heatmap(data: PlotData) -> bytes:
+def _kappa_heatmap(data: PlotData, label: str = "Cohen's kappa") -> bytes:
     conditions: Mapping[str, list[list[float | None]]] = data.get("conditions", {})
     if not conditions:
-        return _empty(data.get("title", "Kappa"), "no kappa matrix")
+        return _empty(data.get("title", label), f"no {label} matrix")
+    sizes: Mapping[str, Mapping[str, int]] = data.get("sizes", {})
     labels: Mapping[str, list[str]] = data.get("labels", {})
     fig, axes = _grid(len(conditions), width=5.2, height=4.6)
     image = None
@@ -126,9 +127,11 @@ def _kappa_heatmap(data: PlotData) -> bytes:
                 text = "n/a" if np.isnan(values[i, j]) else f"{values[i, j]:.2f}"
                 colour = "white" if abs(np.nan_to_num(values[i, j])) > 0.6 else "black"
                 ax.text(j, i, text, ha="center", va="center", fontsize=9, color=colour)
-        ax.set_title(f"Condition: {condition}")
+        size = sizes.get(condition)
+        suffix = f" (n={size['n']}, clusters={size['clusters']})" if size else ""
+        ax.set_title(f"Condition: {condition}{suffix}")
     if image is not None:
-        fig.colorbar(image, ax=axes, shrink=0.8, label="Cohen's kappa")
+        fig.colorbar(image, ax=axes, shrink=0.8, label=label)
         fig.suptitle(data.get("title", ""), fontsize=13)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
@@ -211,6 +214,7 @@ RENDERERS: dict[str, Callable[[PlotData], bytes]] = {
     "roc": _roc,
     "reliability": _reliability,
     "kappa_heatmap": _kappa_heatmap,
+    "error_correlation": lambda d: _kappa_heatmap(d, "Error correlation (p - label)"),
     "perturbation_shift": _perturbation_shift,
     "success_at_turn": lambda d: _turn_curve(d, "Share of trajectories solved", step=False),
     "kaplan_meier": lambda d: _turn_curve(d, "Share of trajectories still unsolved", step=True),

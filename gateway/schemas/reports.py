@@ -30,7 +30,8 @@ class ReportIn(RequestBody):
         default=None,
         min_length=1,
         max_length=32,
-        description="pass_at_k: the k values; default 1, and 10 and 100 where every task has that many samples",
+        description="pass_at_k: the k values; default 1, and 10 and 100 where every task has that many samples; "
+        "panels: the selected panels' budgets (at most k judges each), default 2",
     )
     mutants: bool | None = Field(
         default=None,

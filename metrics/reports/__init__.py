@@ -3,23 +3,25 @@
 Pure: python data in, typed reports out (:mod:`metrics.reports.model`; ``Report.to_json()`` is the stored and
 served JSON). Every number comes from the metric library (``metrics.registry`` and the modules it wraps); these
 modules only select rows, align arrays and lay the results out. One module per kind (``judge_quality``,
-``agreement``, ``cocreation``, ``axiom``, ``perturbation``, ``similarity``, and ``passk`` for ``pass_at_k``), each
+``agreement``, ``cocreation``, ``axiom``, ``perturbation``, ``similarity``, ``panels``, and ``passk`` for
+``pass_at_k``), each
 with a ``build(rows, **params)``; :mod:`metrics.reports.params` maps a request's parameters to a builder's arguments
 (``build_report``), which ends every report over judgments with the ``judge_rows`` section
 (:mod:`metrics.reports.coverage`: every judge's counts of ok, failed and not_applicable rows, and why a judge with
 no ok row has no figures).
 
 Input: the tidy judgment table
-    A list of dicts, one per stored judgment row, with the keys ``attempt_id, problem_id, participant, turn,
-    trajectory, label_ac, label_score, judge, condition, repeat, status, p_ac, score, parent_attempt_id, operator,
-    arm, severity``, and for the similarity report ``method`` (the offline judge's method, None for an LLM judge)
-    and the attempt's execution ``verdict, passed, total``, and (optional) ``error``, the reason of a row that is
-    not ok. ``status`` is ``ok``, ``failed`` or ``not_applicable``; only ``status == "ok"`` rows with ``repeat == 0``
-    are scored, except the consistency part of ``agreement``, which reads every repeat. A judge's probability for an
-    attempt is ``p_ac`` when present, else ``score / 5`` (the 0..5 rubric score read as a probability); a row with
-    neither is left out. Perturbation mutants (rows with a ``parent_attempt_id``) are read by ``perturbation`` (and
-    as code pairs by ``similarity``) only; every other builder ignores them. ``pass_at_k`` reads one row per attempt
-    and its ``verdict`` (correct when ``"AC"``), whatever the judge.
+    A list of dicts, one per stored judgment row, with the keys ``attempt_id, problem_id, participant, turn, trajectory,
+    label_ac, label_score, judge, condition, repeat, status, p_ac, score, parent_attempt_id, operator, arm, severity``,
+    and for the similarity report ``method`` (the offline judge's method, None for an LLM judge) and the attempt's
+    execution ``verdict, passed, total``, and (optional) ``error``, the reason of a row that is not ok, and ``df_score``
+    (optional; a mutant's confirmation pair, read by ``perturbation``). ``status`` is ``ok``, ``failed`` or
+    ``not_applicable``; only ``status == "ok"`` rows with ``repeat == 0`` are scored, except the consistency part of
+    ``agreement``, which reads every repeat. A judge's probability for an attempt is ``p_ac`` when present, else
+    ``score / 5`` (the 0..5 rubric score read as a probability); a row with neither is left out. Perturbation mutants
+    (rows with a ``parent_attempt_id``) are read by ``perturbation`` (and as code pairs by ``similarity``) only; every
+    other builder ignores them. ``pass_at_k`` reads one row per attempt and its ``verdict`` (correct when ``"AC"``),
+    whatever the judge.
 
 Output: a :class:`Report`, as JSON ``{"kind", "params", "generated_at", "sections", "tables", "plots", "errors"}``
     - ``params``: the arguments the report was built with (and the bootstrap actually used).
@@ -49,6 +51,8 @@ Plot data (``report["plots"]``; rendered by :func:`metrics.plots.render`)
     - ``reliability``: ``{"bins": 15, "judges": {judge: {condition: [calibration.reliability_diagram bins]}}}``.
     - ``kappa_heatmap``: ``{"judges", "labels": {condition: [judge]}, "conditions": {condition: matrix}}``, matrix
       rows/columns in ``labels[condition]`` order, None where kappa is undefined.
+    - ``error_correlation``: the same shape as ``kappa_heatmap`` (judges' error correlations) plus ``"sizes":
+      {condition: {"n", "clusters"}}``.
     - ``success_at_turn`` / ``kaplan_meier``: ``{"turns", "value", "lo", "hi", "n", "clusters", "trust"}`` (lo/hi
       None without interval).
     - ``perturbation_shift``: ``{"panels": {"judge / condition": {"operators", "mean_drop", "count", "arm",

@@ -272,6 +272,22 @@ class KappaHeatmap(Plot):
 
 
 @dataclass
+class ErrorCorrelationHeatmap(KappaHeatmap):
+    """Per condition the judges x judges correlation of their errors against ground truth (``metrics.panels``), in
+    ``labels[condition]`` order, None where undefined; ``sizes[condition]``: the ``n`` items in ``clusters``
+    clusters it is computed from."""
+
+    sizes: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def plot_type(self) -> str:
+        return "error_correlation"
+
+    def data(self) -> dict[str, Any]:
+        return {**super().data(), "sizes": self.sizes}
+
+
+@dataclass
 class TurnCurve(Plot):
     """Success@Turn or the Kaplan-Meier share unsolved, per turn; lo/hi None where there is no interval."""
 

@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from metrics.errors import MetricInputError
-from metrics.reports import agreement, axiom, cocreation, judge_quality, passk, perturbation, similarity
+from metrics.reports import agreement, axiom, cocreation, judge_quality, panels, passk, perturbation, similarity
 from metrics.reports.common import CLUSTERS, TidyRow
 from metrics.reports.coverage import add_judge_rows
 from metrics.reports.model import Report
@@ -41,6 +41,7 @@ class ReportKind(StrEnum):
     PERTURBATION = perturbation.KIND
     SIMILARITY = similarity.KIND
     PASS_AT_K = passk.KIND
+    PANELS = panels.KIND
 
 
 BUILDERS: dict[str, Builder] = {
@@ -51,6 +52,7 @@ BUILDERS: dict[str, Builder] = {
     ReportKind.PERTURBATION: perturbation.build,
     ReportKind.SIMILARITY: similarity.build,
     ReportKind.PASS_AT_K: passk.build,
+    ReportKind.PANELS: panels.build,
 }
 KINDS: tuple[ReportKind, ...] = tuple(ReportKind)
 

@@ -1,7 +1,8 @@
 """The ``perturbation`` report: does a judge notice injected defects? (paper 001, VI-B).
 
 Table: ``perturbation`` (``judge, condition, mutants, clusters, primary`` + arm discrimination, reactions per arm and
-the severity gradient). Plot: ``perturbation_shift``.
+the severity gradient; when mutants carry a differential-fuzzing ``df_score``, the confirmed-defect A_j and its paired
+difference from the raw A_j). Plot: ``perturbation_shift``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from metrics.perturbation import PRIMARY_THRESHOLD, REACTION_DROP, primary_subset
+from metrics.bootstrap import bootstrap_loop, draw_resamples, summarise
+from metrics.errors import MetricInputError, UndefinedMetricError
+from metrics.perturbation import (
+    PRIMARY_THRESHOLD,
+    REACTION_DROP,
+    arm_discrimination,
+    confirmed_mask,
+    primary_subset,
+)
 from metrics.reports.common import (
     CLUSTERS,
     LABELS,
@@ -37,6 +46,9 @@ TABLE_KEYS = (
     "arm_discrimination",
     "guard_mutants",
     "arm_discrimination_without_guard",
+    "confirmed_mutants",
+    "arm_discrimination_confirmed",
+    "arm_discrimination_confirmed_difference",
     "semantic_share",
     "semantic_reacted",
     "control_share",
@@ -240,6 +252,7 @@ def _judge_condition(
     unguarded_cell = unguarded.get("arm_discrimination")
     if isinstance(unguarded_cell, Cell):
         row["arm_discrimination_without_guard"] = unguarded_cell.sized(*size(keep))
+    _confirmed(row, chosen, y_score, seed_score, arms, clusters, primary, where, errors, bootstrap, seed)
     reactions = result.get("values", {}).get("reactions") if result else None
     if isinstance(reactions, dict):
         rci = result.get("ci", {}).get("reactions", {}) or {}
@@ -277,3 +290,62 @@ def _judge_condition(
         arm=[arm_of[o] for o in operators],
         control_band=None if band is None else (float(band[0]), float(band[1])),
     )
+
+
+def _confirmed(
+    row: Row,
+    chosen: list[TidyRow],
+    y_score: list[float],
+    seed_score: list[float],
+    arms: list[str],
+    clusters: list[str],
+    primary: list[bool],
+    where: str,
+    errors: dict[str, str],
+    bootstrap: int,
+    seed: int,
+) -> None:
+    """Confirmed-defect A_j (issue 24 item 4) beside the raw one, when mutants carry a differential-fuzzing
+    ``df_score``: only semantic mutants that behave differently (df_score < 1) and controls that behave the same
+    (df_score == 1) count (:func:`metrics.perturbation.confirmed_mask`). The difference confirmed - raw is paired:
+    both are computed on every resample of the same seed-cluster draws (drawn over all of this row's mutants)."""
+    df_scores = [np.nan if m.get("df_score") is None else float(m["df_score"]) for m in chosen]
+    if all(np.isnan(d) for d in df_scores):
+        return
+    confirmed = confirmed_mask(arms, df_scores)
+    row["confirmed_mutants"] = int(sum(c and p for c, p in zip(confirmed, primary, strict=True)))
+    drop = np.asarray(seed_score) - np.asarray(y_score)
+    arm = np.asarray(arms)
+    keep = np.asarray(primary)
+
+    def both(items: np.ndarray) -> tuple[float, float]:
+        raw_items = items[keep[items]]
+        confirmed_items = raw_items[confirmed[raw_items]]
+        return arm_discrimination(drop[raw_items], arm[raw_items]), arm_discrimination(
+            drop[confirmed_items], arm[confirmed_items]
+        )
+
+    name = f"{where}/arm_discrimination_confirmed"
+    try:
+        raw, value = both(np.arange(len(chosen)))
+    except (MetricInputError, UndefinedMetricError) as exc:
+        errors[name] = str(exc)
+        return
+
+    def size(mask: np.ndarray) -> tuple[int, int]:
+        members = [c for c, m in zip(clusters, mask.tolist(), strict=True) if m]
+        return len(members), len(set(members))
+
+    confirmed_size = size(keep & confirmed)
+    cell, difference = Cell.of(value), Cell.of(value - raw)
+    if bootstrap > 0:
+        try:
+            draws = bootstrap_loop(lambda items, copy: both(items), draw_resamples(clusters, bootstrap, seed), clusters)
+            pairs = np.array([(np.nan, np.nan) if d is None else d for d in draws], dtype=np.float64)
+            summary, paired = summarise(pairs[:, 1]), summarise(pairs[:, 1] - pairs[:, 0])
+            cell = Cell.of(value, summary["ci"], summary["degenerate"])
+            difference = Cell.of(value - raw, paired["ci"], paired["degenerate"])
+        except (MetricInputError, UndefinedMetricError) as exc:
+            errors[f"{name}/ci"] = str(exc)
+    row["arm_discrimination_confirmed"] = cell.sized(*confirmed_size)
+    row["arm_discrimination_confirmed_difference"] = difference.sized(*size(keep))

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from metrics import html, plots
 from metrics.reports import KINDS
@@ -60,9 +61,35 @@ def offline_method(prompt_version: str | None) -> str | None:
     return None
 
 
+async def confirmation_scores(session: AsyncSession, tenant: str, mutant_ids: list[str]) -> dict[str, float]:
+    """``{mutant attempt_id: df_score}`` from the tenant's similarity jobs: a perturbation job with ``confirm``
+    makes one pair (seed, mutant) per mutant keyed by the mutant's attempt_id (services/perturb/perturbation.py).
+    Only scored pairs with a df_score of at least 0 count (-1: every repetition timed out); the latest scored wins."""
+    if not mutant_ids:
+        return {}
+    query = (
+        select(SimilarityPair.pair_key, SimilarityPair.result)
+        .join(Job, Job.job_id == SimilarityPair.job_id)
+        .where(
+            Job.tenant == tenant,
+            Job.kind == JobKind.SIMILARITY,
+            SimilarityPair.status == "scored",
+            SimilarityPair.pair_key.in_(sorted(set(mutant_ids))),
+        )
+        .order_by(SimilarityPair.finished_at, SimilarityPair.job_id, SimilarityPair.ordinal)
+    )
+    scores: dict[str, float] = {}
+    for key, result in (await session.execute(query)).tuples():
+        df = (result or {}).get("df_score")
+        if isinstance(df, int | float) and not isinstance(df, bool) and df >= 0:
+            scores[key] = float(df)
+    return scores
+
+
 async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
     """The tidy judgment table of a tenant (api filter: problem_ids, participants, attempt_ids), one row per
-    judgment, with its attempt's facts and execution (run 0); see :mod:`metrics.reports` for the keys."""
+    judgment, with its attempt's facts and execution (run 0); see :mod:`metrics.reports` for the keys. A mutant's
+    row carries ``df_score`` from its confirmation pair (:func:`confirmation_scores`), None without one."""
     async with session_scope() as session:
         query = (
             select(
@@ -116,6 +143,10 @@ async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
                     "total": total,
                 }
             )
+        mutants = [str(row["attempt_id"]) for row in rows if row["parent_attempt_id"]]
+        confirmed = await confirmation_scores(session, tenant, mutants)
+    for row in rows:
+        row["df_score"] = confirmed.get(str(row["attempt_id"])) if row["parent_attempt_id"] else None
     return rows
 
 

@@ -282,10 +282,23 @@ async def test_panel_worked_example_with_ties_and_a_mutant(db: Db) -> None:
         panel = view["panel"]
         assert panel["condition"] == "blind"
         assert panel["consensus"] == pytest.approx(blind[attempt_id]) and panel["judges"] == 2
+        assert panel["definition"] == "unweighted mean percentile rank, paper 001 VI-A10"
+        assert panel["used_judges"] == ["A", "B"] and panel["population"] == {"A": 4, "B": 4}
+        assert panel["missing_judges"] == []
         if attempt_id in nonblind:
-            assert panel["by_condition"]["nonblind"] == {"consensus": pytest.approx(nonblind[attempt_id]), "judges": 2}
+            assert panel["by_condition"]["nonblind"] == {
+                "consensus": pytest.approx(nonblind[attempt_id]),
+                "judges": 2,
+                "definition": "unweighted mean percentile rank, paper 001 VI-A10",
+                "used_judges": ["C", "D"],
+                "population": {"C": 2, "D": 2},
+                "missing_judges": [],
+            }
+            assert panel["unscored_conditions"] == {}
         else:
             assert set(panel["by_condition"]) == {"blind"}
+    # a3's only nonblind judgment failed: the panel says so instead of dropping the condition silently.
+    assert views[a3.attempt_id]["panel"]["unscored_conditions"] == {"nonblind": [{"judge": "C", "reason": "failed"}]}
     assert [item["panel"] for item in listed[:4]] == [views[a.attempt_id]["panel"] for a in (a1, a2, a3, a4)]
     assert listed[4]["attempt_id"] == mutant.attempt_id and listed[4]["panel"] is None
     # The metrics library gives the same numbers from the same rows.

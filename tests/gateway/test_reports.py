@@ -151,6 +151,7 @@ def _rows(report: dict[str, Any], table: str) -> list[dict[str, Any]]:
         ("axiom", {"axiom"}, "axiom"),
         ("similarity", {"metrics"}, "metrics"),
         ("perturbation", {"perturbation"}, None),
+        ("panels", {"panel_members", "error_correlation", "effective_judges", "panel_comparison"}, "panel_members"),
     ],
 )
 def test_every_report_kind_answers_with_a_body(
@@ -214,6 +215,16 @@ def test_a_pass_at_k_request_reaches_its_builder_with_k_and_problem_clusters() -
     for bad in ([0], [], "ten"):
         with pytest.raises(ValidationError):
             ReportIn.model_validate({"kind": "pass_at_k", "k": bad})
+
+
+def test_a_panels_request_reaches_its_builder_with_budgets_and_folds() -> None:
+    """Schema and parameter mapping only (no stack): `panels` is a kind, and `k` (the selected panels' budgets),
+    `folds` and `cluster` reach its builder."""
+    from metrics.reports import builder_arguments
+
+    body = ReportIn.model_validate({"kind": "panels", "k": [1, 3], "folds": 4, "bootstrap": 100})
+    arguments = builder_arguments(body.kind, body.model_dump(mode="json"))
+    assert arguments["k"] == [1, 3] and arguments["folds"] == 4 and arguments["cluster"] == "trajectory"
 
 
 def test_a_judge_with_only_not_applicable_rows_is_listed_with_its_counts(tenant_client: httpx.Client) -> None:

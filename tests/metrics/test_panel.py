@@ -92,7 +92,12 @@ def test_panel_from_rows_worked_example_and_population() -> None:
     blind = {a: panel[a]["blind"] for a in ("a1", "a2", "a3", "a4")}
     assert [c.consensus for c in blind.values()] == pytest.approx([0.375, 0.4375, 0.8125, 0.875])
     assert {c.judges for c in blind.values()} == {2}
-    assert (panel["a1"]["nonblind"], panel["a2"]["nonblind"]) == (Consensus(0.5, 1), Consensus(1.0, 1))
+    assert (panel["a1"]["nonblind"], panel["a2"]["nonblind"]) == (
+        Consensus(0.5, 1, ("C",), {"C": 2}),
+        Consensus(1.0, 1, ("C",), {"C": 2}),
+    )
+    # Every value names the judges it averaged and the size of each one's population (mutant and repeat left out).
+    assert panel["a4"]["blind"].used == ("A", "B") and panel["a4"]["blind"].population == {"A": 4, "B": 4}
     # The same numbers as the judges x items matrix the reports pass.
     assert panel_consensus([[0.1, 0.5, 0.5, 0.9], [0.2, 0.1, 0.8, 0.7]]).tolist() == pytest.approx(
         [c.consensus for c in blind.values()]

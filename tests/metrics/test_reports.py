@@ -483,6 +483,7 @@ def test_uniform_builder_signature(rows: list[dict[str, Any]]) -> None:
         "perturbation",
         "similarity",
         "pass_at_k",
+        "panels",
     }
     for kind in KINDS:
         report = BUILDERS[kind](rows, cluster="problem", **options).to_json()
