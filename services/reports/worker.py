@@ -220,9 +220,27 @@ async def build_report(ctx: dict[str, Any], report_id: str) -> None:
 
 
 async def _startup(ctx: dict[str, Any]) -> None:
+    from services.reports import calibrate  # it reads this module's load_rows
+
     telemetry.start_report_series(KINDS)
+    ctx["calibration_refits"] = asyncio.create_task(
+        calibrate.refit_forever(get_settings().calibration_refit_interval_s)
+    )
+
+
+async def _shutdown(ctx: dict[str, Any]) -> None:
+    refits = ctx.get("calibration_refits")
+    if refits is not None:
+        refits.cancel()
 
 
 def run_worker() -> None:
-    """Run the reports worker until SIGTERM/SIGINT (reports are CPU-bound: the registry runs two at a time)."""
-    worker.run(worker.build_worker(SERVICE, functions=[build_report], on_startup=_startup))
+    """Run the reports worker until SIGTERM/SIGINT (reports are CPU-bound: the registry runs two at a time): it
+    builds reports and calibrations (services/reports/calibrate.py), and looks for calibrations due a refit."""
+    from services.reports.calibrate import calibrate_judge
+
+    worker.run(
+        worker.build_worker(
+            SERVICE, functions=[build_report, calibrate_judge], on_startup=_startup, on_shutdown=_shutdown
+        )
+    )
