@@ -37,5 +37,5 @@ def calibrated_fields(row: Judgment, served: Served) -> dict[str, Any]:
     raw = recalibration.raw_probability(row.p_ac, row.score, row.weighted_p_ac, row.weighted_score)
     if calibration is None or raw is None or row.status != "ok":
         return {"p_ac_calibrated": None, "calibration_id": None}
-    value = float(recalibration.apply_map(calibration.params, [min(1.0, max(0.0, raw))])[0])
+    value = float(recalibration.apply_map(calibration.fitted_map, [min(1.0, max(0.0, raw))])[0])
     return {"p_ac_calibrated": value, "calibration_id": calibration.calibration_id}

@@ -28,7 +28,7 @@ def upgrade() -> None:
         sa.Column("version", sa.Integer(), nullable=False),
         sa.Column("applied", sa.Boolean(), nullable=False),
         sa.Column("fitted_on", sa.JSON(), nullable=False),
-        sa.Column("params", sa.JSON(), nullable=False),
+        sa.Column("fitted_map", sa.JSON(), nullable=False),
         sa.Column("result", sa.JSON(), nullable=False),
         sa.Column("job_id", sa.String(length=40), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),

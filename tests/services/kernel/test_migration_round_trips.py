@@ -341,7 +341,7 @@ FIXTURE_ROWS: dict[str, list[dict[str, Any]]] = {
             "version": 1,
             "applied": True,
             "fitted_on": {"n": 20},
-            "params": {"method": "platt", "coef": 0.5, "intercept": 0.0},
+            "fitted_map": {"method": "platt", "coef": 0.5, "intercept": 0.0},
             "result": {"applied": True},
             "job_id": "job_1",
             "created_at": T0,
