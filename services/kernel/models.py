@@ -335,7 +335,8 @@ class Calibration(Base):
     """A calibration of one judge x condition (metrics/recalibration.py): the map fitted on all the tenant's
     labelled items (`fitted_map`: isotonic thresholds X/y or Platt coef/intercept), what it was fitted on, its
     out-of-fold figures (`result`), and whether it is `applied` (served as `p_ac_calibrated`). `version` counts the
-    tenant's calibrations of this judge x condition from 1; the newest applied one is served. Never rewritten: a refit is a new row."""
+    tenant's calibrations of this judge x condition from 1; the newest applied one is served. Never rewritten: a
+    refit is a new row."""
 
     __tablename__ = "calibration"
     __table_args__ = (Index("ix_calibration_scope", "tenant", "judge", "condition", "created_at"),)
