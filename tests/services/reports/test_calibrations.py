@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from gateway.app import create_app
 from services.kernel import db, jobs, queue
-from services.kernel.contracts import JobKind, JobStatus
+from services.kernel.contracts import Condition, JobKind, JobStatus
 from services.kernel.keys import create_key
 from services.kernel.models import Attempt, Calibration, Job, Judgment, Problem, new_id
 from services.kernel.plans import CalibrationPlan
@@ -84,7 +84,7 @@ async def _run(plan: CalibrationPlan) -> Job:
 
 async def test_a_miscalibrated_judge_is_calibrated_served_and_refitted(database: None) -> None:
     ids = await _seed(0, 60)
-    job = await _run(CalibrationPlan(judge=JUDGE, condition="blind", bootstrap=300, seed=1))
+    job = await _run(CalibrationPlan(judge=JUDGE, condition=Condition.BLIND, bootstrap=300, seed=1))
     assert job.status == JobStatus.SUCCEEDED, job.error
     result = job.result or {}
     assert (result["n"], result["clusters"], result["version"]) == (60, 15, 1)
@@ -120,7 +120,7 @@ async def test_a_miscalibrated_judge_is_calibrated_served_and_refitted(database:
         assert accepted.status_code == 202 and accepted.json()["status"] == "queued"
 
     # A judge x condition with no labelled item: the job fails and says why.
-    failed = await _run(CalibrationPlan(judge="chrf", condition="blind", bootstrap=10))
+    failed = await _run(CalibrationPlan(judge="chrf", condition=Condition.BLIND, bootstrap=10))
     assert failed.status == JobStatus.FAILED and "at least 20 labelled items; got 0" in (failed.error or "")
 
     # Refits: a calibrate job is live (the POST above), so none is due; once it ended, 10 more items (17%) are not
@@ -138,8 +138,7 @@ async def test_a_miscalibrated_judge_is_calibrated_served_and_refitted(database:
         assert refit is not None
         plan = refit.plan(CalibrationPlan)
         assert (plan.refit_of, plan.bootstrap, plan.seed) == (result["calibration_id"], 300, 1)
-    refitted = await calibrate.calibrate_judge({"job_try": 1}, made[0])
-    assert refitted is None
+    await calibrate.calibrate_judge({"job_try": 1}, made[0])
     async with db.session_scope() as session:
         versions = (await session.scalars(select(Calibration.version).order_by(Calibration.version))).all()
     assert list(versions) == [1, 2]
