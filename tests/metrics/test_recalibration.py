@@ -120,3 +120,30 @@ def test_the_raw_probability_prefers_the_finest_reading() -> None:
     assert recalibration.raw_probability(None, 4, None, 3.5) == pytest.approx(0.7)
     assert recalibration.raw_probability(None, 4) == pytest.approx(0.8)
     assert recalibration.raw_probability(None, None) is None
+
+
+def test_judge_quality_shows_calibration_before_and_after_when_asked() -> None:
+    from metrics.reports import judge_quality
+
+    q, y, groups = _items()
+    rows = [
+        {
+            "attempt_id": f"a{i}",
+            "problem_id": "p",
+            "trajectory": groups[i],
+            "label_ac": int(y[i]),
+            "judge": judge,
+            "condition": "blind",
+            "repeat": 0,
+            "status": "ok",
+            "p_ac": float(p[i]),
+        }
+        for judge, p in (("sure", _overconfident(q)), ("honest", q))
+        for i in range(N)
+    ]
+    report = judge_quality.build(rows, bootstrap=300, seed=3, calibration="platt").to_json()
+    table = {r["judge"]: r for r in report["tables"]["calibration_differences"]["rows"]}
+    assert table["sure"]["applied"] == "yes" and table["honest"]["applied"] == "no"
+    assert table["sure"]["ece_difference"]["ci"][1] < 0 < table["honest"]["ece_difference"]["ci"][1]
+    assert table["sure"]["n"] == N and table["sure"]["clusters"] == N // 4
+    assert "calibration_differences" not in judge_quality.build(rows, bootstrap=0).to_json()["tables"]
