@@ -15,6 +15,7 @@ from gateway.errors import ApiError, problem_response
 from gateway.routes import (
     attempts,
     benchmarks,
+    calibrations,
     datasets,
     executions,
     exports,
@@ -156,6 +157,7 @@ def create_app() -> FastAPI:
         metrics,
         reports,
         perturbations,
+        calibrations,
     )
     for module in (*routers, similarity, benchmarks, studies, ops):
         app.include_router(module.router)

@@ -10,6 +10,7 @@ from sqlalchemy import and_, bindparam, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway import testcheck, validation
+from gateway.calibrated import Served, calibrated_fields, served_calibrations
 from gateway.errors import ApiError
 from gateway.panel import panels
 from gateway.schemas import AttemptIn, ProblemIn
@@ -166,7 +167,9 @@ def public_test_result(test: TestResult) -> dict[str, Any]:
     }
 
 
-def judgment_view(row: Judgment) -> dict[str, Any]:
+def judgment_view(row: Judgment, served: Served | None = None) -> dict[str, Any]:
+    """The public JSON of a judgment (api.md), with its calibrated probability where an applied calibration of its
+    judge x condition covers it (`served`, gateway/calibrated.py), null otherwise."""
     fields = row.fields or {}
     return {
         "judge": row.judge,
@@ -174,6 +177,7 @@ def judgment_view(row: Judgment) -> dict[str, Any]:
         "repeat": row.repeat,
         "status": row.status,
         "p_ac": row.p_ac,
+        **calibrated_fields(row, served or {}),
         "s_algo": fields.get("s_algo"),
         "s_robust": fields.get("s_robust"),
         "score": row.score,
@@ -231,12 +235,14 @@ async def find_attempt_view(session: AsyncSession, tenant: str, attempt_id: str)
     attempt, problem_id, execution, judged = found
     rows = list(await session.scalars(_JUDGMENTS_OF_ATTEMPT, {"attempt_id": attempt_id})) if judged else []
     by_attempt = await panels(session, [attempt], {attempt_id: rows}) if rows else {}
-    return _attempt_json(attempt, problem_id or "", execution, rows, by_attempt.get(attempt_id, {}))
+    served = await served_calibrations(session, tenant, (row.judge for row in rows)) if rows else {}
+    return _attempt_json(attempt, problem_id or "", execution, rows, by_attempt.get(attempt_id, {}), served)
 
 
 async def attempt_views(session: AsyncSession, page: Sequence[Attempt]) -> list[dict[str, Any]]:
     """The public JSON of a page of attempts, in page order, in a bounded number of statements whatever its size:
-    one each for their problems, executions and judgments, and one for the panel populations (per tenant)."""
+    one each for their problems, executions and judgments, and one for the panel populations and one for the
+    served calibrations (per tenant)."""
     if not page:
         return []
     ids = [attempt.attempt_id for attempt in page]
@@ -254,6 +260,10 @@ async def attempt_views(session: AsyncSession, page: Sequence[Attempt]) -> list[
     ):
         judgments[row.attempt_id].append(row)
     by_attempt = await panels(session, page, judgments)
+    served: dict[str, Served] = {}
+    for tenant in sorted({attempt.tenant for attempt in page}):
+        names = {row.judge for a in page if a.tenant == tenant for row in judgments.get(a.attempt_id, [])}
+        served[tenant] = await served_calibrations(session, tenant, names)
     return [
         _attempt_json(
             attempt,
@@ -261,6 +271,7 @@ async def attempt_views(session: AsyncSession, page: Sequence[Attempt]) -> list[
             executions.get(attempt.attempt_id),
             judgments.get(attempt.attempt_id, []),
             by_attempt.get(attempt.attempt_id, {}),
+            served[attempt.tenant],
         )
         for attempt in page
     ]
@@ -312,6 +323,7 @@ def _attempt_json(
     execution: Execution | None,
     rows: Sequence[Judgment],
     by_condition: Mapping[str, Consensus],
+    served: Served | None = None,
 ) -> dict[str, Any]:
     tests = [public_test_result(TestResult.model_validate(test)) for test in (execution.tests if execution else [])]
     return {
@@ -325,7 +337,7 @@ def _attempt_json(
         "total": attempt.total,
         "compile_output": execution.compile_output if execution else None,
         "tests": tests,
-        "judgments": [judgment_view(row) for row in rows],
+        "judgments": [judgment_view(row, served) for row in rows],
         "panel": panel_view(attempt, by_condition, rows),
         "participant": attempt.participant,
         "turn": attempt.turn,

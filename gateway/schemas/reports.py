@@ -4,7 +4,7 @@ a report as listed."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -26,6 +26,9 @@ class ReportIn(RequestBody):
         "trajectory",
     )
     seed: Seed = 0
+    calibration: Literal["isotonic", "platt"] | None = Field(
+        default=None, description="judge_quality: ECE, Brier and LogLoss before and after an out-of-fold map"
+    )
     k: list[Annotated[int, Field(ge=1, le=100_000)]] | None = Field(
         default=None,
         min_length=1,

@@ -21,7 +21,8 @@ from typing import Any
 
 from sklearn.metrics import roc_curve
 
-from metrics import calibration, panel
+from metrics import calibration as ece_metrics
+from metrics import panel, recalibration
 from metrics.errors import MetricInputError, UndefinedMetricError
 from metrics.registry import compare
 from metrics.reports.common import (
@@ -43,6 +44,15 @@ METRICS = ("roc_auc", "pr_auc", "log_loss", "brier", "ece", "mcc_oof")
 PANEL_METRICS = ("roc_auc", "pr_auc", "mcc_oof")  # the panel is a percentile rank, not a probability
 PANEL = "panel"
 ECE_BINS = 15
+CALIBRATION_COLUMNS = tuple(f"{m}_{side}" for m in recalibration.METRICS for side in ("before", "after", "difference"))
+CALIBRATION_LABELS = {
+    **{
+        f"{m}_{side}": f"{name} {side}"
+        for m, name in (("ece", "ECE"), ("brier", "Brier"), ("log_loss", "LogLoss"))
+        for side in ("before", "after", "difference")
+    },
+    "applied": "Applied",
+}
 # The pseudo-judge of a judge's probability-weighted outputs; a space never occurs in a judge's name.
 WEIGHTED = " (weighted)"
 
@@ -74,6 +84,7 @@ def build(
     cluster: str = "trajectory",
     seed: int = 0,
     mutants: bool = False,
+    calibration: str | None = None,
 ) -> Report:
     """Discrimination, calibration and out-of-fold decision quality of every judge x condition (paper 001, V-B1).
 
@@ -89,7 +100,10 @@ def build(
     rank/threshold metrics only (ROC-AUC, PR-AUC, MCC_oof). Paired differences on the same resamples:
     between conditions per judge (each later condition minus each earlier one, in ``conditions`` order; on the
     attempts the judge scored under all conditions) and each judge minus the panel per condition (on the attempts
-    every judge scored).
+    every judge scored). With ``calibration`` (``isotonic`` | ``platt``), the table ``calibration_differences``
+    shows, per judge x condition, ECE, Brier and LogLoss before and after that out-of-fold map
+    (``metrics.recalibration``, folds grouped by ``cluster``) as paired differences on the same resamples, and
+    whether the map would be applied.
     """
     cluster = check_cluster(cluster, CLUSTERS, "judge_quality")
     rows = with_weighted(rows)
@@ -116,6 +130,7 @@ def build(
             "mutants": mutants,
             "ece_bins": ECE_BINS,
             "probability": "p_ac when present, else score / 5",
+            "calibration": calibration,
         },
     )
     errors = report.errors
@@ -184,7 +199,7 @@ def build(
             )
             add_curve(condition, judge, data, y_score, cells)
             try:
-                bins = calibration.reliability_diagram(data["y_true"], y_score, ECE_BINS)
+                bins = ece_metrics.reliability_diagram(data["y_true"], y_score, ECE_BINS)
                 reliability.judges.setdefault(judge, {})[condition] = bins
             except (MetricInputError, UndefinedMetricError) as exc:
                 errors[f"reliability/{judge}/{condition}"] = str(exc)
@@ -266,6 +281,13 @@ def build(
         except (MetricInputError, UndefinedMetricError) as exc:
             errors[f"panel_differences/{condition}"] = str(exc)
 
+    calibration_rows = (
+        _calibration_differences(
+            index, labelled, judges, conditions, calibration, cluster, folds, bootstrap, seed, errors
+        )
+        if calibration is not None
+        else []
+    )
     condition_rows = _condition_differences(
         index, labelled, judges, conditions, params, bootstrap, arrays, seed, errors
     )
@@ -284,6 +306,14 @@ def build(
             ["judge", "difference", "n", "clusters", *METRICS],
             condition_rows,
             LABELS,
+        )
+    if calibration_rows:
+        report.add_table(
+            "calibration_differences",
+            f"Calibration before and after an out-of-fold {calibration} map",
+            ["judge", "condition", "n", "clusters", *CALIBRATION_COLUMNS, "applied"],
+            calibration_rows,
+            {**LABELS, **CALIBRATION_LABELS},
         )
     if weighting_rows:
         report.add_table(
@@ -326,6 +356,14 @@ def build(
         "Each row is the same judge on the same attempts under two conditions, later minus earlier condition. An "
         "interval that excludes 0 means the condition changed that metric beyond resampling noise.",
         ["condition_differences"],
+    )
+    report.add_section(
+        "calibration_differences",
+        "Would a calibration map help?",
+        "Each row maps one judge's probabilities through a map learned on other folds (folds grouped by "
+        f"{cluster}, so no map sees the attempt it calibrates) and compares ECE, Brier and LogLoss after minus "
+        "before on the same resamples. Applied is yes only when the ECE difference's interval lies below 0.",
+        ["calibration_differences"],
     )
     report.add_section(
         "weighting_differences",
@@ -440,4 +478,52 @@ def _weighting_differences(
             errors,
             len(set(data["cluster"])),
         )
+    return rows
+
+
+def _calibration_differences(
+    index: Index,
+    labelled: set[str],
+    judges: Sequence[str],
+    conditions: Sequence[str],
+    method: str,
+    cluster: str,
+    folds: int,
+    bootstrap: int,
+    seed: int,
+    errors: dict[str, str],
+) -> list[Row]:
+    """Per judge x condition: the out-of-fold calibration's figures (``metrics.recalibration.calibrate``)."""
+    recalibration.check_method(method)
+    rows: list[Row] = []
+    for condition in conditions:
+        for judge in judges:
+            probs = {a: p for a, p in index.prob.get((judge, condition), {}).items() if a in labelled}
+            aids = sorted(probs)
+            where = f"calibration_differences/{judge}/{condition}"
+            try:
+                result = recalibration.calibrate(
+                    method,
+                    [min(1.0, max(0.0, probs[a])) for a in aids],
+                    [int(index.label(a) or 0) for a in aids],  # labelled: never None
+                    index.clusters(aids, cluster),
+                    folds=folds,
+                    bootstrap=bootstrap,
+                    seed=seed,
+                )
+            except (MetricInputError, UndefinedMetricError) as exc:
+                errors[where] = str(exc)
+                continue
+            row: Row = {
+                "judge": judge,
+                "condition": condition,
+                "n": result["n"],
+                "clusters": result["clusters"],
+                "applied": "yes" if result["applied"] else "no",
+            }
+            for column in CALIBRATION_COLUMNS:
+                cell = result[column]
+                if cell["value"] is not None:
+                    row[column] = Cell.of(float(cell["value"]), cell["ci"])
+            rows.append(row)
     return rows

@@ -63,7 +63,7 @@ CLUSTERS_OF: dict[str, tuple[str, ...]] = dict.fromkeys(KINDS, CLUSTERS) | {
 }
 
 # Request fields a builder may take; ``filter`` (which rows) is the reports service's.
-REQUEST_FIELDS = ("judges", "conditions", "folds", "bootstrap", "cluster", "seed", "k", "mutants")
+REQUEST_FIELDS = ("judges", "conditions", "folds", "bootstrap", "cluster", "seed", "k", "mutants", "calibration")
 # Request fields every report takes after it is built: the minimums of a figure that can be judged.
 TRUST_FIELDS = ("min_items", "min_clusters")
 

@@ -144,6 +144,8 @@ async def _own_tasks(session: AsyncSession, job: Job) -> QueuedWork:
             work = [(item[0], item[1]) for item in synthesis_work(job, rows)]
             await _end_draws(session, job.job_id, rows, work)
             return [*work, (Task.FINISH_SYNTHESIS, job.job_id)]
+        case JobKind.CALIBRATE:
+            return [(Task.CALIBRATE_JUDGE, job.job_id)]
         case JobKind.REPORT:
             reports = await session.scalars(select(Report.report_id).where(Report.job_id == job.job_id))
             return [(Task.BUILD_REPORT, report_id) for report_id in reports]

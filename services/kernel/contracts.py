@@ -119,6 +119,7 @@ class JobKind(StrEnum):
     PERTURB = "perturb"
     SYNTHESIZE = "synthesize"
     SIMILARITY = "similarity"
+    CALIBRATE = "calibrate"
 
 
 # Which timed-out repetitions of differential fuzzing are excluded (services/lib/fuzzing/score.py): "paper", any

@@ -331,6 +331,31 @@ class Study(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
 
+class Calibration(Base):
+    """A calibration of one judge x condition (metrics/recalibration.py): the map fitted on all the tenant's
+    labelled items (`fitted_map`: isotonic thresholds X/y or Platt coef/intercept), what it was fitted on, its
+    out-of-fold figures (`result`), and whether it is `applied` (served as `p_ac_calibrated`). `version` counts the
+    tenant's calibrations of this judge x condition from 1; the newest applied one is served. Never rewritten: a
+    refit is a new row."""
+
+    __tablename__ = "calibration"
+    __table_args__ = (Index("ix_calibration_scope", "tenant", "judge", "condition", "created_at"),)
+
+    calibration_id: Mapped[str] = mapped_column(CleanString(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(CleanString(100))
+    judge: Mapped[str] = mapped_column(CleanString(100))
+    condition: Mapped[str] = mapped_column(CleanString(16))
+    method: Mapped[str] = mapped_column(CleanString(16))
+    cluster: Mapped[str] = mapped_column(CleanString(16))
+    version: Mapped[int] = mapped_column(Integer)
+    applied: Mapped[bool] = mapped_column(Boolean)
+    fitted_on: Mapped[dict[str, Any]] = mapped_column(CleanJSON)
+    fitted_map: Mapped[dict[str, Any]] = mapped_column(CleanJSON)
+    result: Mapped[dict[str, Any]] = mapped_column(CleanJSON)
+    job_id: Mapped[str] = mapped_column(CleanString(40))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class ReportPlot(Base):
     """One PNG of a report."""
 

@@ -99,6 +99,7 @@ async def _pending_rejudging(session: AsyncSession, cutoff: datetime, limit: int
 
 
 async def _pending_reports(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:
+    """The reports service's work: reports not yet built, and live calibration jobs (subject: the job)."""
     rows = await session.execute(
         select(Report.report_id, Report.tenant)
         .join(Job, Job.job_id == Report.job_id)
@@ -106,7 +107,12 @@ async def _pending_reports(session: AsyncSession, cutoff: datetime, limit: int) 
         .order_by(Job.created_at)
         .limit(limit)
     )
-    return [Work(Task.BUILD_REPORT, report_id, tenant) for report_id, tenant in rows.all()]
+    work = [Work(Task.BUILD_REPORT, report_id, tenant) for report_id, tenant in rows.all()]
+    calibrations = [
+        Work(Task.CALIBRATE_JUDGE, job.job_id, job.tenant)
+        for job in await _live_jobs(session, JobKind.CALIBRATE, cutoff, limit)
+    ]
+    return (work + calibrations)[:limit]
 
 
 async def _pending_perturbations(session: AsyncSession, cutoff: datetime, limit: int) -> PendingWork:

@@ -147,6 +147,20 @@ class SimilarityPlan(Plan):
     perturbation_job_id: str | None = None
 
 
+class CalibrationPlan(Plan):
+    """`calibrate` (POST /v1/calibrations, and the periodic refit): learn a calibration map of one judge x condition
+    from the tenant's labelled items (metrics/recalibration.py). A refit names the calibration it refits."""
+
+    judge: str
+    condition: Condition
+    method: Literal["isotonic", "platt"] = "isotonic"
+    cluster: Literal["problem", "trajectory"] = "trajectory"
+    bootstrap: int = 2000
+    seed: int = 0
+    folds: int = 10
+    refit_of: str | None = None
+
+
 PLANS: dict[JobKind, type[Plan]] = {
     JobKind.EXECUTE_ATTEMPT: AttemptsPlan,
     JobKind.EXECUTE_BATCH: AttemptsPlan,
@@ -156,6 +170,7 @@ PLANS: dict[JobKind, type[Plan]] = {
     JobKind.PERTURB: PerturbPlan,
     JobKind.SYNTHESIZE: SynthesisPlan,
     JobKind.SIMILARITY: SimilarityPlan,
+    JobKind.CALIBRATE: CalibrationPlan,
 }
 
 

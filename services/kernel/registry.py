@@ -34,6 +34,7 @@ class Task(StrEnum):
     FINISH_SYNTHESIS = "finish_synthesis"
     PREPARE_CALIBRATION = "prepare_calibration"
     SCORE_PAIR = "score_pair"
+    CALIBRATE_JUDGE = "calibrate_judge"
 
 
 # What workers publish at start for the gateway to serve: the executor its toolchains (GET /v1/languages).
@@ -87,7 +88,7 @@ SERVICES: dict[str, Service] = {
         Service(
             name="reports",
             queue="tribunal:reports",
-            tasks=(Task.BUILD_REPORT,),
+            tasks=(Task.BUILD_REPORT, Task.CALIBRATE_JUDGE),
             entry_point="services.reports.worker:run_worker",
             max_jobs=lambda settings: 2,
         ),

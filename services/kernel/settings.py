@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     # request may set its own (POST /v1/reports min_items, min_clusters).
     min_items: int = Field(default=30, ge=1, description="Fewest items a report figure needs to be judged.")
     min_clusters: int = Field(default=10, ge=1, description="Fewest bootstrap clusters a report figure needs.")
+    # A calibration is refitted once its judge x condition's labelled items grew by this share (docs/judges.md).
+    calibration_refit_growth: float = Field(default=0.2, gt=0, description="Labelled-item growth that refits.")
+    calibration_refit_interval_s: float = Field(default=300.0, gt=0, description="How often refits are looked for.")
     database_pool_size: int = Field(default=5, ge=1, le=100)
     database_max_overflow: int = Field(default=10, ge=0, le=200)
 

@@ -330,6 +330,23 @@ FIXTURE_ROWS: dict[str, list[dict[str, Any]]] = {
         }
     ],
     "report_plot": [{"report_id": "rep_1", "name": "roc", "png": b"\x89PNG\x00\x01"}],
+    "calibration": [
+        {
+            "calibration_id": "cal_1",
+            "tenant": "t",
+            "judge": "j",
+            "condition": "blind",
+            "method": "platt",
+            "cluster": "trajectory",
+            "version": 1,
+            "applied": True,
+            "fitted_on": {"n": 20},
+            "fitted_map": {"method": "platt", "coef": 0.5, "intercept": 0.0},
+            "result": {"applied": True},
+            "job_id": "job_1",
+            "created_at": T0,
+        }
+    ],
     "study": [
         {
             "study_id": "std_1",
@@ -447,4 +464,6 @@ async def test_downgrades_keep_the_rows_of_what_they_keep(url: str, fresh_schema
         expected["api_key"][0]["quotas"] = None
     if head_revision == "0011":  # the studies table: dropped, and back empty
         expected["study"] = []
+    if head_revision == "0012":  # the calibration table: dropped, and back empty
+        expected["calibration"] = []
     assert back == expected

@@ -173,6 +173,20 @@ OLD_ROWS: dict[str, tuple[JobKind, dict[str, Any], dict[str, Any]]] = {
         },
         {},
     ),
+    "calibration": (
+        JobKind.CALIBRATE,
+        {
+            "judge": "llm",
+            "condition": "blind",
+            "method": "platt",
+            "cluster": "problem",
+            "bootstrap": 500,
+            "seed": 3,
+            "folds": 10,
+            "refit_of": None,
+        },
+        {},
+    ),
 }
 
 

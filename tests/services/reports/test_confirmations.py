@@ -12,7 +12,7 @@ from services.kernel.contracts import JobKind
 from services.kernel.db import make_engine
 from services.kernel.models import Job, SimilarityPair, new_id
 from services.launcher.migrate import upgrade_async
-from services.reports.worker import confirmation_scores
+from services.reports.rows import confirmation_scores
 
 
 @pytest.fixture()
