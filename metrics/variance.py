@@ -161,4 +161,3 @@ def judge_variance(
             out[name]["ci"] = list(percentile_interval(distribution, level))
             out[name]["degenerate"] = is_degenerate(distribution)
     return out
-

@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from metrics.errors import MetricInputError
-from metrics.reports import agreement, axiom, cocreation, judge_quality, passk, perturbation, similarity
+from metrics.reports import agreement, axiom, cocreation, judge_quality, passk, perturbation, similarity, trust
 from metrics.reports.common import CLUSTERS, TidyRow
 from metrics.reports.coverage import add_judge_rows
 from metrics.reports.model import Report
@@ -41,6 +41,7 @@ class ReportKind(StrEnum):
     PERTURBATION = perturbation.KIND
     SIMILARITY = similarity.KIND
     PASS_AT_K = passk.KIND
+    TRUST = trust.KIND
 
 
 BUILDERS: dict[str, Builder] = {
@@ -51,6 +52,7 @@ BUILDERS: dict[str, Builder] = {
     ReportKind.PERTURBATION: perturbation.build,
     ReportKind.SIMILARITY: similarity.build,
     ReportKind.PASS_AT_K: passk.build,
+    ReportKind.TRUST: trust.build,
 }
 KINDS: tuple[ReportKind, ...] = tuple(ReportKind)
 
@@ -60,10 +62,12 @@ CLUSTERS_OF: dict[str, tuple[str, ...]] = dict.fromkeys(KINDS, CLUSTERS) | {
     passk.KIND: passk.CLUSTERS,
 }
 
-# Request fields a builder may take; ``filter`` (which rows) is the reports service's.
-REQUEST_FIELDS = ("judges", "conditions", "folds", "bootstrap", "cluster", "seed", "k")
 # Request fields every report takes after it is built: the minimums of a figure that can be judged.
 TRUST_FIELDS = ("min_items", "min_clusters")
+# Request fields a builder may take; ``filter`` (which rows) is the reports service's. ``thresholds`` (the trust
+# cards' verdicts) comes from the operator's settings; a builder that declares the minimums (the trust report's
+# verdicts) also gets them before it is built.
+REQUEST_FIELDS = ("judges", "conditions", "folds", "bootstrap", "cluster", "seed", "k", "thresholds", *TRUST_FIELDS)
 
 
 class ReportParamError(MetricInputError):

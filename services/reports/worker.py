@@ -19,15 +19,11 @@ from metrics.reports import KINDS
 from metrics.reports import build_report as build_kind
 from metrics.reports import similarity as similarity_report
 from services.kernel import jobs, queue, telemetry, worker
-from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind, JobStatus, Verdict
+from services.kernel.contracts import LIVE_JOB_STATUSES, JobKind, JobStatus
 from services.kernel.db import session_scope
 from services.kernel.judges import configured_judges
 from services.kernel.models import (
-    Attempt,
-    Execution,
     Job,
-    Judgment,
-    Problem,
     Report,
     ReportPlot,
     SimilarityPair,
@@ -35,88 +31,14 @@ from services.kernel.models import (
 )
 from services.kernel.plans import SimilarityPlan
 from services.kernel.registry import Task
-from services.kernel.settings import get_settings
+from services.kernel.settings import get_settings, trust_thresholds
+from services.kernel.tidy import OFFLINE_PREFIX, label_ac, load_rows, offline_method
 
 log = logging.getLogger("tribunal.reports")
+# The tidy table moved to services/kernel/tidy.py (the gateway's trust cards read it too); still importable here.
+__all__ = ["OFFLINE_PREFIX", "build", "build_report", "label_ac", "load_pair_rows", "load_rows", "offline_method"]
 
 SERVICE = "reports"
-# Judges of the offline kind record their method as the prompt version "offline:<method>" (judge/worker.py).
-OFFLINE_PREFIX = "offline:"
-
-
-def label_ac(attempt: Attempt, verdict: str | None) -> int | None:
-    """Ground truth for acceptance: the client's label when it gave one, else the execution verdict (IE: none)."""
-    label = attempt.label or {}
-    chosen = label.get("verdict") or verdict
-    if chosen is None or chosen == Verdict.IE:
-        return None
-    return 1 if chosen == Verdict.AC else 0
-
-
-def offline_method(prompt_version: str | None) -> str | None:
-    """The offline judge method a judgment row was made by, None for an LLM judge."""
-    if prompt_version and prompt_version.startswith(OFFLINE_PREFIX):
-        return prompt_version.removeprefix(OFFLINE_PREFIX)
-    return None
-
-
-async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tidy judgment table of a tenant (api filter: problem_ids, participants, attempt_ids), one row per
-    judgment, with its attempt's facts and execution (run 0); see :mod:`metrics.reports` for the keys."""
-    async with session_scope() as session:
-        query = (
-            select(
-                Attempt,
-                Problem.problem_id,
-                Execution.verdict,
-                Execution.passed,
-                Execution.total,
-                Judgment,
-            )
-            .join(Problem, Problem.id == Attempt.problem_pk)
-            .outerjoin(Execution, (Execution.attempt_id == Attempt.attempt_id) & (Execution.run == 0))
-            .join(Judgment, Judgment.attempt_id == Attempt.attempt_id)
-            .where(Attempt.tenant == tenant)
-        )
-        if flt.get("problem_ids"):
-            query = query.where(Problem.problem_id.in_(list(flt["problem_ids"])))
-        if flt.get("participants"):
-            query = query.where(Attempt.participant.in_(list(flt["participants"])))
-        if flt.get("attempt_ids"):
-            query = query.where(Attempt.attempt_id.in_(list(flt["attempt_ids"])))
-        rows = []
-        for attempt, problem_id, verdict, passed, total, judgment in (await session.execute(query)).all():
-            label = attempt.label or {}
-            rows.append(
-                {
-                    "attempt_id": attempt.attempt_id,
-                    "problem_id": problem_id,
-                    "participant": attempt.participant,
-                    "turn": attempt.turn,
-                    "trajectory": f"{attempt.participant}|{problem_id}" if attempt.participant else attempt.attempt_id,
-                    "label_ac": label_ac(attempt, verdict),
-                    "label_score": label.get("score"),
-                    "judge": judgment.judge,
-                    "method": offline_method(judgment.prompt_version),
-                    "condition": judgment.condition,
-                    "repeat": judgment.repeat,
-                    "status": judgment.status,
-                    "error": judgment.error,
-                    "p_ac": judgment.p_ac,
-                    "score": judgment.score,
-                    "weighted_p_ac": judgment.weighted_p_ac,
-                    "weighted_score": judgment.weighted_score,
-                    "parent_attempt_id": attempt.parent_attempt_id,
-                    "operator": attempt.operator,
-                    "arm": attempt.arm,
-                    "severity": attempt.severity,
-                    "guard_context": attempt.guard_context,
-                    "verdict": verdict,
-                    "passed": passed,
-                    "total": total,
-                }
-            )
-    return rows
 
 
 async def load_pair_rows(tenant: str, job_id: str) -> list[dict[str, Any]]:
@@ -174,6 +96,7 @@ def build(
         **params,
         "min_items": params.get("min_items") or settings.min_items,
         "min_clusters": params.get("min_clusters") or settings.min_clusters,
+        "thresholds": trust_thresholds(settings),
     }
     report = build_kind(kind, rows, request, configured_judges).to_json()
     rendered = plots.render_all(report)
