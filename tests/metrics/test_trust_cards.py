@@ -66,9 +66,8 @@ def test_too_few_items_make_every_card_too_few() -> None:
 @pytest.mark.parametrize("repeats", [2])
 def test_the_trust_report_kind_lists_cards_and_renders_them(repeats: int) -> None:
     assert "trust" in KINDS
-    report = build_report(
-        "trust", make_rows(repeats=repeats), {"bootstrap": 100, "judges": ["alpha"], "min_items": 30, "min_clusters": 10}
-    ).to_json()
+    request = {"bootstrap": 100, "judges": ["alpha"], "min_items": 30, "min_clusters": 10}
+    report = build_report("trust", make_rows(repeats=repeats), request).to_json()
     table = report["tables"]["trust_cards"]
     uses = {row["use"] for row in table["rows"]}
     assert uses == {u.replace("_", " ") for u in USES}
