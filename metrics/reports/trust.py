@@ -60,6 +60,8 @@ SHORT = {
     "mcc_oof": "MCC",
     DEFECT_METRIC: "A_j",
     "flip_rate": "flip rate",
+    "noise_floor": "noise floor",
+    "variance": "within-item variance",
     **{name: LABELS[name] for name in AXIOM_SUBTASKS},
 }
 # Per use: (verdict figure(s), threshold key, higher is better).
@@ -74,7 +76,7 @@ SAMPLE_PROBLEMS = 10
 
 
 def _text(value: float) -> str:
-    return f"{value:.3g}" if abs(value) >= 1 else f"{value:.2f}"
+    return f"{value:.2f}"
 
 
 def verdict(use: str, figures: Mapping[str, Cell], thresholds: Mapping[str, float]) -> tuple[str, str]:
@@ -293,9 +295,10 @@ def build(
             for card in result["cards"]:
                 for reason_at, reason in card["errors"].items():
                     report.errors[f"trust/{judge}/{condition}/{card['use']}/{reason_at}"] = reason
-                for figure in card["figures"] or [None]:
+                for ordinal, figure in enumerate(card["figures"] or [None]):
                     row: Row = {"judge": judge, "condition": condition, "use": card["use"].replace("_", " ")}
-                    row["verdict"] = card["verdict"].split(": ", 1)[-1]
+                    # The verdict once per card, on its first figure's row.
+                    row["verdict"] = "" if ordinal else card["verdict"].split(": ", 1)[-1]
                     if figure is not None:
                         row["figure"] = SHORT.get(figure["name"], LABELS.get(figure["name"], figure["name"]))
                         row["value"] = _cell(figure)

@@ -76,3 +76,13 @@ def test_the_trust_report_kind_lists_cards_and_renders_them(repeats: int) -> Non
     page = render_html(report, {}, "trust")
     assert 'id="section-trust_cards"' in page and "fit for" not in page.split("section-trust_cards")[0]
     assert "yes, ROC-AUC" in page or "no, ROC-AUC" in page
+
+
+def test_report_tables_stay_within_a_laptop_page() -> None:
+    """No table wider than the page: tables scroll inside their own box and text cells (verdicts) wrap."""
+    page = render_html(build_report("trust", make_rows(), {"bootstrap": 0, "judges": ["alpha"]}), {}, "trust")
+    css = page.split("<style>", 1)[1].split("</style>", 1)[0]
+    assert "table.data{border-collapse:collapse;" in css and "display:block;overflow-x:auto" in css
+    assert "table.data{max-width:100%}" in css
+    assert "table.data td.text{white-space:normal;overflow-wrap:anywhere;max-width:24rem}" in css
+    assert "max-width:1200px" in css
