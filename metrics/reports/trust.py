@@ -169,7 +169,8 @@ def judge_cards(
         ("defect_detection", perturbation.build, "perturbation", (DEFECT_METRIC, "severity_gradient")),
         ("quality_grading", axiom.build, "axiom", AXIOM_SUBTASKS),
     ):
-        kwargs: dict[str, Any] = {} if use == "quality_grading" else {"cluster": "seed"}
+        # Only the subtasks of AXIOM's report are computed (its builder's ``metrics``), not its whole table.
+        kwargs: dict[str, Any] = {"metrics": AXIOM_SUBTASKS} if use == "quality_grading" else {"cluster": "seed"}
         part = build(rows, judges=[judge], conditions=[condition], bootstrap=bootstrap, seed=seed, **kwargs)
         found = [r for r in part.tables[table].rows if r.get("judge") == judge and r.get("condition") == condition]
         for key in keys:

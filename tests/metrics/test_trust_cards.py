@@ -86,3 +86,27 @@ def test_report_tables_stay_within_a_laptop_page() -> None:
     assert "table.data{max-width:100%}" in css
     assert "table.data td.text{white-space:normal;overflow-wrap:anywhere;max-width:24rem}" in css
     assert "max-width:1200px" in css
+
+
+def test_axiom_subtask_intervals_vectorised_equal_the_loop() -> None:
+    """The weights-based AXIOM subtask MCC (what keeps a card over 10k rows fast) gives the same intervals as one
+    scikit-learn call per resample."""
+    import numpy as np
+
+    from metrics.registry import compute
+
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 6, 300)
+    scores = np.clip(truth + rng.integers(-1, 2, 300), 0, 5)
+    request = {
+        "y_true": truth.tolist(),
+        "y_score": scores.tolist(),
+        "cluster": [f"c{i % 60}" for i in range(300)],
+        "bootstrap": 200,
+        "seed": 1,
+    }
+    names = ["axiom_gating", "axiom_functionality", "axiom_quality", "axiom_effort"]
+    fast, slow = compute(names, **request), compute(names, vectorised=False, **request)
+    assert fast["values"] == slow["values"]
+    for name in names:
+        assert fast["ci"][name] == pytest.approx(slow["ci"][name], abs=1e-12)
