@@ -110,3 +110,25 @@ def test_axiom_subtask_intervals_vectorised_equal_the_loop() -> None:
     assert fast["values"] == slow["values"]
     for name in names:
         assert fast["ci"][name] == pytest.approx(slow["ci"][name], abs=1e-12)
+
+
+def test_a_shift_bar_without_mutants_is_drawn_as_no_data_not_as_zero() -> None:
+    """An operator with no scored mutant (count 0, no mean) is rendered (hatched, "no data") beside a real 0 bar;
+    docs/img/trust_zero_vs_no_data.png is this plot."""
+    import matplotlib.pyplot as plt
+
+    from metrics import plots
+
+    drawn: list[str] = []
+    original = plt.Axes.text
+
+    def record(self: plt.Axes, x: float, y: float, s: str, *args: object, **kwargs: object) -> object:
+        drawn.append(s)
+        return original(self, x, y, s, *args, **kwargs)
+
+    panel = {"operators": ["a", "b", "c"], "mean_drop": [0.3, 0.0, None], "count": [5, 4, 0], "arm": ["semantic"] * 3}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plt.Axes, "text", record)
+        shift = {"title": "shift", "panels": {"j / blind": {**panel, "control_band": None}}}
+        png = plots.render("perturbation_shift", shift)
+    assert png.startswith(b"\x89PNG") and drawn.count("no data") == 1 and drawn.count("0") == 1
