@@ -27,7 +27,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn import metrics as skm
 
-from metrics.arrays import IntArray, as_float_vector, check_same_length
+from metrics.arrays import FloatArray, IntArray, as_float_vector, check_same_length
+from metrics.decisions import mcc_weighted
 from metrics.errors import MetricInputError, UndefinedMetricError
 
 SUBTASKS: dict[str, tuple[frozenset[int], frozenset[int]]] = {
@@ -80,6 +81,17 @@ def subtask_mcc(y_true: ArrayLike, y_pred: ArrayLike, subtask: str) -> float:
     if prediction.min() == prediction.max():
         raise UndefinedMetricError(f"{what} is undefined: every prediction is the same class, so MCC is 0/0")
     return float(skm.matthews_corrcoef(truth, prediction))
+
+
+def subtask_mcc_weighted(y_true: ArrayLike, y_pred: ArrayLike, subtask: str, weights: FloatArray) -> FloatArray:
+    """:func:`subtask_mcc` on every bootstrap resample at once (rows of item multiplicities); NaN where undefined.
+    The same MCC from weighted confusion counts (:func:`metrics.decisions.mcc_weighted`), so that a report's
+    interval needs no scikit-learn call per resample."""
+    truth = _scores_0_to_5(y_true, "y_true")
+    positive, negative = SUBTASKS[subtask]
+    included = np.isin(truth, list(positive | negative))
+    binary_truth, binary_prediction = subtask_labels(y_true, y_pred, subtask)
+    return mcc_weighted(binary_truth, binary_prediction.astype(np.float64), weights[:, included], 0.5)
 
 
 def minmax_to_scale(raw: ArrayLike, lo: int = 0, hi: int = 5) -> IntArray:

@@ -26,6 +26,7 @@ h3{font-size:1.05rem;margin-bottom:.3rem}
 table.data{border-collapse:collapse;font-size:.85rem;margin:.4rem 0 1.2rem;display:block;overflow-x:auto}
 table.data th,table.data td{border:1px solid #ddd;padding:.3rem .55rem;text-align:right;white-space:nowrap}
 table.data th{background:#eef2f6;text-align:center}table.data td.text{text-align:left}
+table.data{max-width:100%}table.data td.text{white-space:normal;overflow-wrap:anywhere;max-width:24rem}
 table.data tr:nth-child(even) td{background:#fafafa}
 .missing{color:#aaa}td.too-few{background:#fff3cd !important;color:#7a5b00}
 .flag{font-size:.75rem;font-style:italic}.errors li{margin:.15rem 0}.errors code{background:#f3f3f3;padding:0 .25rem}

@@ -148,7 +148,17 @@ def _perturbation_shift(data: PlotData) -> bytes:
         operators = list(panel["operators"])
         colours = ["tab:red" if arm == "semantic" else "tab:blue" for arm in panel["arm"]]
         positions = np.arange(len(operators))
-        ax.bar(positions, panel["mean_drop"], color=colours, alpha=0.8)
+        drops = [math.nan if v is None else float(v) for v in panel["mean_drop"]]
+        missing = [not math.isfinite(v) or count == 0 for v, count in zip(drops, panel["count"], strict=True)]
+        ax.bar(positions, [0.0 if gap else v for v, gap in zip(drops, missing, strict=True)], color=colours, alpha=0.8)
+        # A bar at 0 must not look like no data: a zero is written on the axis, a missing bar is a hatched box.
+        top = max([abs(v) for v, gap in zip(drops, missing, strict=True) if not gap] or [0.1]) or 0.1
+        for x, value, gap in zip(positions, drops, missing, strict=True):
+            if gap:
+                ax.bar(x, top * 0.3, bottom=-top * 0.15, fill=False, hatch="//", edgecolor="grey", linewidth=0.5)
+                ax.text(x, top * 0.17, "no data", ha="center", va="bottom", fontsize=7, color="grey")
+            elif value == 0:
+                ax.text(x, top * 0.02, "0", ha="center", va="bottom", fontsize=8)
         band = panel.get("control_band")
         if band:
             ax.axhspan(band[0], band[1], color="tab:blue", alpha=0.15, label="control band (central 95%)")

@@ -120,6 +120,14 @@ def _axiom(subtask: str) -> Callable[[Inputs], float]:
     return point
 
 
+def _axiom_weighted(subtask: str) -> Callable[[Inputs, FloatArray], FloatArray]:
+    def weighted(inputs: Inputs, weights: FloatArray) -> FloatArray:
+        name = f"axiom_{subtask}"
+        return axiom.subtask_mcc_weighted(inputs.need("y_true", name), inputs.need("y_score", name), subtask, weights)
+
+    return weighted
+
+
 def _local_thresholds(inputs: Inputs) -> dict[str, float]:
     name = "local_thresholds"
     df_score = inputs.need("y_true", name)
@@ -247,7 +255,7 @@ SPECS: dict[str, Spec] = {
     "local_thresholds": Spec(_local_thresholds, bootstrap=False),
     # A task's samples are resampled together (trajectories=True: groups are the tasks).
     "pass_at_k": Spec(lambda i: _pass_at_k(i)[0], trajectories=True, left_out=_pass_at_k_skipped),
-    **{f"axiom_{subtask}": Spec(_axiom(subtask)) for subtask in axiom.SUBTASKS},
+    **{f"axiom_{subtask}": Spec(_axiom(subtask), _axiom_weighted(subtask)) for subtask in axiom.SUBTASKS},
 }
 
 METRIC_NAMES: tuple[str, ...] = tuple(SPECS)

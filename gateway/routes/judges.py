@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from sqlalchemy import select
 
 from gateway import quotas
 from gateway.deps import ReadKey, SessionDep, SubmitKey
 from gateway.errors import field_error
 from gateway.schemas import JudgmentsIn
-from services.kernel import jobs, queue
+from metrics.reports import trust
+from services.kernel import jobs, queue, telemetry
 from services.kernel.attempts import resolve_judging
 from services.kernel.contracts import Condition, JobKind, JobStatus
 from services.kernel.judges import LLMJudge, OfflineJudge, configured_judges, public_view
 from services.kernel.models import Attempt
 from services.kernel.plans import JudgePlan
 from services.kernel.registry import Task
-from services.kernel.settings import get_settings
+from services.kernel.settings import get_settings, trust_thresholds
 from services.kernel.subjects import job_subject
+from services.kernel.tidy import load_rows
 
 router = APIRouter(tags=["judges"])
 
@@ -69,3 +73,43 @@ async def rejudge(body: JudgmentsIn, principal: SubmitKey, session: SessionDep) 
     except Exception:  # noqa: BLE001 - the reconciler enqueues what the database holds
         pass
     return {"job_id": job.job_id, "status": JobStatus.QUEUED, "judges": judges, "conditions": conditions}
+
+
+@router.get("/v1/judges/{name}/trust")
+async def judge_trust(
+    name: str,
+    principal: ReadKey,
+    condition: str | None = Query(default=None, max_length=40),
+    cluster: str = Query(default="trajectory", pattern="^(trajectory|problem)$"),
+) -> dict[str, Any]:
+    """The judge's trust cards over the tenant's stored judgments (metrics/reports/trust.py), one per use, under
+    ``condition`` (default: the condition it has most ok judgments under); verdicts against the operator's
+    TRIBUNAL_TRUST_* thresholds and TRIBUNAL_MIN_ITEMS / TRIBUNAL_MIN_CLUSTERS. The trust gauges follow each answer."""
+    settings = get_settings()
+    rows = await load_rows(principal.tenant, {"judges": [name]})
+    known = {j.name for j in _configured()}
+    if name not in known and not rows:
+        raise field_error(["path", "name"], f"no judge {name!r}", 404)
+    counts = Counter(str(r["condition"]) for r in rows if r.get("status") == "ok")
+    if condition is not None and condition not in counts:
+        raise field_error(["query", "condition"], f"judge {name!r} has no ok judgment under condition {condition!r}")
+    chosen = condition or (counts.most_common(1)[0][0] if counts else settings.default_conditions[0].value)
+    result = await asyncio.to_thread(
+        trust.judge_cards,
+        rows,
+        name,
+        chosen,
+        bootstrap=settings.trust_bootstrap,
+        cluster=cluster,
+        thresholds=trust_thresholds(settings),
+        min_items=settings.min_items,
+        min_clusters=settings.min_clusters,
+    )
+    for card in result["cards"]:
+        for verdict in telemetry.TRUST_CARD_VERDICTS:
+            telemetry.judge_trust.labels(name, chosen, card["use"], verdict).set(int(card["status"] == verdict))
+        if card["figures"]:
+            first = card["figures"][0]
+            telemetry.judge_trust_card_items.labels(name, chosen, card["use"]).set(first["n"])
+            telemetry.judge_trust_card_clusters.labels(name, chosen, card["use"]).set(first["clusters"])
+    return result

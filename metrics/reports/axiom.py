@@ -39,6 +39,7 @@ def build(
     bootstrap: int = 2000,
     cluster: str = "trajectory",
     seed: int = 0,
+    metrics: Sequence[str] = METRICS,
 ) -> Report:
     """AXIOM-style evaluation of the judges' 0..5 scores against ``label_score`` (paper 000, V-B).
 
@@ -105,7 +106,7 @@ def build(
             y_true = [float(np.round(float(index.attempt[a]["label_score"]))) for a in aids]
             clusters = index.clusters(aids, cluster)
             cells, _ = compute_cells(
-                METRICS, where, errors, bootstrap, y_true=y_true, y_score=scores, cluster=clusters, seed=seed
+                metrics, where, errors, bootstrap, y_true=y_true, y_score=scores, cluster=clusters, seed=seed
             )
             table_rows.append(
                 {
@@ -120,7 +121,7 @@ def build(
     report.add_table(
         "axiom",
         "AXIOM subtasks and score distribution",
-        ["judge", "condition", "n", "clusters", "scale", *METRICS],
+        ["judge", "condition", "n", "clusters", "scale", *metrics],
         table_rows,
         LABELS,
     )

@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from metrics.errors import MetricInputError
-from metrics.reports import agreement, axiom, cocreation, judge_quality, panels, passk, perturbation, similarity
+from metrics.reports import agreement, axiom, cocreation, judge_quality, panels, passk, perturbation, similarity, trust
 from metrics.reports.common import CLUSTERS, TidyRow
 from metrics.reports.coverage import add_judge_rows
 from metrics.reports.model import Report
@@ -42,6 +42,7 @@ class ReportKind(StrEnum):
     SIMILARITY = similarity.KIND
     PASS_AT_K = passk.KIND
     PANELS = panels.KIND
+    TRUST = trust.KIND
 
 
 BUILDERS: dict[str, Builder] = {
@@ -53,6 +54,7 @@ BUILDERS: dict[str, Builder] = {
     ReportKind.SIMILARITY: similarity.build,
     ReportKind.PASS_AT_K: passk.build,
     ReportKind.PANELS: panels.build,
+    ReportKind.TRUST: trust.build,
 }
 KINDS: tuple[ReportKind, ...] = tuple(ReportKind)
 
@@ -62,10 +64,24 @@ CLUSTERS_OF: dict[str, tuple[str, ...]] = dict.fromkeys(KINDS, CLUSTERS) | {
     passk.KIND: passk.CLUSTERS,
 }
 
-# Request fields a builder may take; ``filter`` (which rows) is the reports service's.
-REQUEST_FIELDS = ("judges", "conditions", "folds", "bootstrap", "cluster", "seed", "k", "mutants", "calibration")
 # Request fields every report takes after it is built: the minimums of a figure that can be judged.
 TRUST_FIELDS = ("min_items", "min_clusters")
+# Request fields a builder may take; ``filter`` (which rows) is the reports service's. ``thresholds`` (the trust
+# cards' verdicts) comes from the operator's settings; a builder that declares the minimums (the trust report's
+# verdicts) also gets them before it is built.
+REQUEST_FIELDS = (
+    "judges",
+    "conditions",
+    "folds",
+    "bootstrap",
+    "cluster",
+    "seed",
+    "k",
+    "mutants",
+    "calibration",
+    "thresholds",
+    *TRUST_FIELDS,
+)
 
 
 class ReportParamError(MetricInputError):

@@ -33,6 +33,14 @@ class Settings(BaseSettings):
     # A calibration is refitted once its judge x condition's labelled items grew by this share (docs/judges.md).
     calibration_refit_growth: float = Field(default=0.2, gt=0, description="Labelled-item growth that refits.")
     calibration_refit_interval_s: float = Field(default=300.0, gt=0, description="How often refits are looked for.")
+    # The trust cards' verdicts (GET /v1/judges/{name}/trust, the trust report; docs/operations.md): a judge is fit
+    # for a use when the use's figure reaches its threshold (a flip rate must stay at or below its maximum).
+    trust_min_auc: float = Field(default=0.8, ge=0, le=1, description="ROC-AUC a judge needs to be fit for ranking.")
+    trust_min_mcc: float = Field(default=0.5, ge=-1, le=1, description="Out-of-fold MCC to be fit for gating.")
+    trust_min_arm_discrimination: float = Field(default=0.7, ge=0, le=1, description="A_j for defect detection.")
+    trust_min_axiom_mcc: float = Field(default=0.5, ge=-1, le=1, description="Lowest AXIOM subtask MCC for grading.")
+    trust_max_flip_rate: float = Field(default=0.1, ge=0, le=1, description="Largest flip rate to be stable.")
+    trust_bootstrap: int = Field(default=500, ge=0, le=10_000, description="Resamples behind a trust card's intervals.")
     database_pool_size: int = Field(default=5, ge=1, le=100)
     database_max_overflow: int = Field(default=10, ge=0, le=200)
 
@@ -136,6 +144,17 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{(self.data_dir / 'tribunal.db').resolve()}"
+
+
+def trust_thresholds(settings: Settings) -> dict[str, float]:
+    """The trust cards' thresholds (metrics.reports.trust.DEFAULT_THRESHOLDS' keys) from the settings."""
+    return {
+        "min_auc": settings.trust_min_auc,
+        "min_mcc": settings.trust_min_mcc,
+        "min_arm_discrimination": settings.trust_min_arm_discrimination,
+        "min_axiom_mcc": settings.trust_min_axiom_mcc,
+        "max_flip_rate": settings.trust_max_flip_rate,
+    }
 
 
 @lru_cache

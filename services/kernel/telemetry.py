@@ -162,6 +162,24 @@ judge_trust_report_time = Gauge(
     "tribunal_judge_trust_report_timestamp_seconds", "When the judge_quality report the trust gauges show finished."
 )
 
+# ---- Trust cards (the gateway, each time GET /v1/judges/{name}/trust answers) ---------------------------------------
+# 1 for a card's current verdict (`fit`, `unfit`, `too_few`, `no_data`), 0 for the others; n and clusters are values of
+# their own gauges, not labels (unbounded).
+TRUST_CARD_VERDICTS = ("fit", "unfit", "too_few", "no_data")
+judge_trust = Gauge(
+    "tribunal_judge_trust",
+    "A trust card's verdict (1 = current) per judge, condition and use.",
+    ["judge", "condition", "use", "verdict"],
+)
+judge_trust_card_items = Gauge(
+    "tribunal_judge_trust_card_items", "Items (n) behind a trust card's verdict figure.", ["judge", "condition", "use"]
+)
+judge_trust_card_clusters = Gauge(
+    "tribunal_judge_trust_card_clusters",
+    "Clusters behind a trust card's verdict figure.",
+    ["judge", "condition", "use"],
+)
+
 # ---- Perturbations, similarity, reports ----------------------------------------------------------------------------
 mutants_created = Counter(
     "tribunal_mutants_created_total", "Mutants made by the perturbation generator, by arm.", ["language", "arm"]

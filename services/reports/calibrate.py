@@ -1,7 +1,7 @@
 """Calibration jobs (POST /v1/calibrations, and refits): learn a judge x condition's calibration map from the
 tenant's labelled items (metrics/recalibration.py) and store it as a `calibration` row.
 
-The items are the tidy judgment table's (services/reports/rows.py `load_rows`) rows of that judge and condition
+The items are the tidy judgment table's (services/kernel/tidy.py `load_rows`) rows of that judge and condition
 that score (status ok, repeat 0, not a perturbation mutant), carry a `label_ac` (the client's label, else the
 execution verdict; IE is no label) and a raw probability (`recalibration.raw_probability`). Refits
 (:func:`refit_due`, :func:`enqueue_refits`): the reports worker looks every `calibration_refit_interval_s` at each
@@ -28,7 +28,7 @@ from services.kernel.models import Attempt, Calibration, Job, new_id
 from services.kernel.plans import CalibrationPlan
 from services.kernel.registry import Task
 from services.kernel.settings import get_settings
-from services.reports.rows import load_rows
+from services.kernel.tidy import load_rows
 
 log = logging.getLogger("tribunal.calibrate")
 

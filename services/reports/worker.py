@@ -31,12 +31,14 @@ from services.kernel.models import (
 )
 from services.kernel.plans import SimilarityPlan
 from services.kernel.registry import Task
-from services.kernel.settings import get_settings
+from services.kernel.settings import get_settings, trust_thresholds
+from services.kernel.tidy import OFFLINE_PREFIX, label_ac, load_rows, offline_method
 from services.reports import calibrate
 from services.reports.calibrate import calibrate_judge
-from services.reports.rows import load_rows
 
 log = logging.getLogger("tribunal.reports")
+# The tidy table moved to services/kernel/tidy.py (the gateway's trust cards read it too); still importable here.
+__all__ = ["OFFLINE_PREFIX", "build", "build_report", "label_ac", "load_pair_rows", "load_rows", "offline_method"]
 
 SERVICE = "reports"
 
@@ -96,6 +98,7 @@ def build(
         **params,
         "min_items": params.get("min_items") or settings.min_items,
         "min_clusters": params.get("min_clusters") or settings.min_clusters,
+        "thresholds": trust_thresholds(settings),
     }
     report = build_kind(kind, rows, request, configured_judges).to_json()
     rendered = plots.render_all(report)

@@ -11,8 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from services.kernel.contracts import JobKind
 from services.kernel.db import make_engine
 from services.kernel.models import Job, SimilarityPair, new_id
+from services.kernel.tidy import confirmation_scores
 from services.launcher.migrate import upgrade_async
-from services.reports.rows import confirmation_scores
 
 
 @pytest.fixture()

@@ -1,5 +1,6 @@
-"""The tidy judgment table the reports and the calibrations read (:func:`load_rows`; see :mod:`metrics.reports` for
-its keys), and the acceptance label of an attempt (:func:`label_ac`)."""
+"""The tidy judgment table: one row per judgment with its attempt's facts and execution (run 0), as the reports
+worker (services/reports/worker.py), its calibrations (services/reports/calibrate.py) and the gateway's trust cards
+(GET /v1/judges/{name}/trust) read it; the keys are those of :mod:`metrics.reports`."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ async def confirmation_scores(session: AsyncSession, tenant: str, mutant_ids: li
 
 
 async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tidy judgment table of a tenant (api filter: problem_ids, participants, attempt_ids), one row per
+    """The tidy judgment table of a tenant (api filter: problem_ids, participants, attempt_ids; and judges), one row per
     judgment, with its attempt's facts and execution (run 0); see :mod:`metrics.reports` for the keys. A mutant's
     row carries ``df_score`` from its confirmation pair (:func:`confirmation_scores`), None without one."""
     async with session_scope() as session:
@@ -80,6 +81,8 @@ async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
             query = query.where(Problem.problem_id.in_(list(flt["problem_ids"])))
         if flt.get("participants"):
             query = query.where(Attempt.participant.in_(list(flt["participants"])))
+        if flt.get("judges"):
+            query = query.where(Judgment.judge.in_(list(flt["judges"])))
         if flt.get("attempt_ids"):
             query = query.where(Attempt.attempt_id.in_(list(flt["attempt_ids"])))
         rows = []
@@ -112,6 +115,7 @@ async def load_rows(tenant: str, flt: dict[str, Any]) -> list[dict[str, Any]]:
                     "verdict": verdict,
                     "passed": passed,
                     "total": total,
+                    "created_at": attempt.created_at.isoformat() if attempt.created_at else None,
                 }
             )
         mutants = [str(row["attempt_id"]) for row in rows if row["parent_attempt_id"]]
