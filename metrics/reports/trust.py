@@ -6,8 +6,9 @@ Uses and the figure each verdict is taken on (its point estimate against the thr
 - ``ranking``: ROC-AUC (verdict, ``min_auc``) and PR-AUC;
 - ``gating``: out-of-fold MCC (verdict, ``min_mcc``) and the MCC-selected threshold on all labelled attempts;
 - ``defect_detection``: arm discrimination A_j (verdict, ``min_arm_discrimination``) and the severity gradient, from
-  the perturbation report's builder. The seam: :data:`DEFECT_METRIC` names the A_j column read; the confirmed A_j
-  (only mutants with df_score < 1, metrics/perturbation.py) replaces it once it exists;
+  the perturbation report's builder. Where differential fuzzing confirmed some mutants (a perturbation with
+  ``confirm``), the verdict reads the confirmed A_j (:data:`CONFIRMED_DEFECT_METRIC`: semantic mutants with
+  df_score < 1, controls with df_score == 1, metrics/perturbation.py), shown beside the raw one; else the raw A_j;
 - ``quality_grading``: AXIOM's four subtask MCCs from the axiom report's builder (verdict: the lowest,
   ``min_axiom_mcc``);
 - ``stability``: within-item variance, flip rate (verdict, ``max_flip_rate``) and the noise floor from repeats
@@ -47,6 +48,8 @@ KIND = "trust"
 USES = ("ranking", "gating", "defect_detection", "quality_grading", "stability")
 # The A_j column of the perturbation table a defect-detection card reads (see the module docstring).
 DEFECT_METRIC = "arm_discrimination"
+# The A_j over the mutants differential fuzzing confirmed (the verdict's, when there is one).
+CONFIRMED_DEFECT_METRIC = "arm_discrimination_confirmed"
 DEFAULT_THRESHOLDS: dict[str, float] = {
     "min_auc": 0.8,
     "min_mcc": 0.5,
@@ -59,6 +62,7 @@ SHORT = {
     "roc_auc": "ROC-AUC",
     "mcc_oof": "MCC",
     DEFECT_METRIC: "A_j",
+    CONFIRMED_DEFECT_METRIC: "confirmed A_j",
     "flip_rate": "flip rate",
     "noise_floor": "noise floor",
     "variance": "within-item variance",
@@ -82,6 +86,8 @@ def _text(value: float) -> str:
 def verdict(use: str, figures: Mapping[str, Cell], thresholds: Mapping[str, float]) -> tuple[str, str]:
     """``(status, text)`` of a card from its figures (trust already judged): see the module docstring."""
     keys, threshold_key, higher = RULES[use]
+    if use == "defect_detection" and CONFIRMED_DEFECT_METRIC in figures:
+        keys = (CONFIRMED_DEFECT_METRIC,)  # the mutants fuzzing confirmed, not the raw ones
     label = use.replace("_", " ")
     present = [k for k in keys if k in figures]
     if not present:
@@ -166,7 +172,12 @@ def judge_cards(
 
     # Defect detection and quality grading: the perturbation and axiom reports' own builders, on this judge.
     for use, build, table, keys in (
-        ("defect_detection", perturbation.build, "perturbation", (DEFECT_METRIC, "severity_gradient")),
+        (
+            "defect_detection",
+            perturbation.build,
+            "perturbation",
+            (DEFECT_METRIC, CONFIRMED_DEFECT_METRIC, "severity_gradient"),
+        ),
         ("quality_grading", axiom.build, "axiom", AXIOM_SUBTASKS),
     ):
         # Only the subtasks of AXIOM's report are computed (its builder's ``metrics``), not its whole table.

@@ -78,3 +78,21 @@ def test_without_df_scores_only_the_raw_a_j_is_reported() -> None:
     row = build_report("perturbation", rows, {"bootstrap": 20}).to_json()["tables"]["perturbation"]["rows"][0]
     assert "arm_discrimination" in row and "arm_discrimination_confirmed" not in row
     assert "confirmed_mutants" not in row
+
+
+def test_a_trust_card_judges_defect_detection_on_the_confirmed_mutants() -> None:
+    """Where differential fuzzing confirmed mutants, the defect-detection card's verdict reads the confirmed A_j
+    (shown beside the raw one); without df_scores it reads the raw A_j."""
+    from metrics.reports.trust import CONFIRMED_DEFECT_METRIC, DEFECT_METRIC, judge_cards
+
+    def card(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        cards = judge_cards(rows, "j", "blind", bootstrap=50, min_items=1, min_clusters=1)["cards"]
+        return next(c for c in cards if c["use"] == "defect_detection")
+
+    confirmed = card(_rows())
+    names = {f["name"] for f in confirmed["figures"]}
+    assert {DEFECT_METRIC, CONFIRMED_DEFECT_METRIC} <= names
+    assert "confirmed A_j" in confirmed["verdict"]
+    raw = card([{**r, "df_score": None} for r in _rows()])
+    assert CONFIRMED_DEFECT_METRIC not in {f["name"] for f in raw["figures"]}
+    assert "confirmed" not in raw["verdict"] and "A_j" in raw["verdict"]
