@@ -318,14 +318,22 @@ async def _execute_attempt(ctx: dict[str, Any], pipeline: Pipeline, attempt_id: 
     _record_telemetry(claimed.language, outcome, "attempt")
 
 
-def _direct_result(outcome: ExecutionResult) -> dict[str, Any]:
+# What a validation run's per-test results keep: a hidden test's output is its expected value, and any key that
+# reads a problem may read its validation jobs (GET /v1/jobs/{id}).
+_PROGRAM_OUTPUT = ("stdout", "stderr", "message", "exit_code", "rerun_reasons")
+
+
+def _direct_result(outcome: ExecutionResult, *, validation: bool = False) -> dict[str, Any]:
+    tests = stored_tests(outcome)
+    if validation:
+        tests = [{k: v for k, v in test.items() if k not in _PROGRAM_OUTPUT} for test in tests]
     return {
         "verdict": outcome.verdict,
         "passed": outcome.passed,
         "total": outcome.total,
         "compile_output": outcome.compile_output,
         "toolchain": outcome.toolchain,
-        "tests": stored_tests(outcome),
+        "tests": tests,
     }
 
 
@@ -368,7 +376,9 @@ async def execute_direct(ctx: dict[str, Any], job_id: str) -> None:
             await jobs.finish(session, job_id, JobStatus.FAILED, error=f"internal error ({type(exc).__name__})")
         return
     async with session_scope() as session:
-        await jobs.finish(session, job_id, JobStatus.SUCCEEDED, result=_direct_result(outcome))
+        await jobs.finish(
+            session, job_id, JobStatus.SUCCEEDED, result=_direct_result(outcome, validation=plan.validation)
+        )
     _record_telemetry(plan.language, outcome, "direct")
 
 

@@ -217,5 +217,8 @@ async def check_running_executions(session: AsyncSession, principal: Principal) 
 async def check_queued_reports(session: AsyncSession, principal: Principal) -> None:
     """Before a report is created: 429 if the tenant's reports not yet built reach queued_reports."""
     if not _exempt(principal):
-        live = await _live_jobs(session, principal.tenant, JobKind.REPORT)
+        # Calibrations are built by the same workers: they count among the reports not yet built.
+        live = await _live_jobs(session, principal.tenant, JobKind.REPORT) + await _live_jobs(
+            session, principal.tenant, JobKind.CALIBRATE
+        )
         await _over_cap(session, principal, "queued_reports", live, 1)

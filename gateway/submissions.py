@@ -21,11 +21,12 @@ from services.kernel.models import Attempt, Execution, Job, Judgment, Problem
 
 
 async def put_problem(
-    session: AsyncSession, tenant: str, body: ProblemIn, loc: list[str | int]
+    session: AsyncSession, tenant: str, body: ProblemIn, loc: list[str | int], *, checked: bool = False
 ) -> tuple[Problem, bool]:
     """Store a problem from its API body (see attempts.put_problem), its test code checked first (a 422 naming
-    `tests[i].code` that uses a name it never defines; gateway/testcheck)."""
-    await testcheck.check_tests(body.tests, body.entry_point, loc)
+    `tests[i].code` that uses a name it never defines; gateway/testcheck) unless the caller `checked` it."""
+    if not checked:
+        await testcheck.check_tests(body.tests, body.entry_point, loc)
     payload = body.model_dump(mode="json", exclude={"problem_id"})
     problem, created = await attempts.put_problem(session, tenant, body.problem_id, payload, loc)
     if created:
@@ -74,6 +75,15 @@ async def put_attempts(
 ) -> list[tuple[Attempt, bool]]:
     """`put_attempt` for each body of a batch, in order, with the same answers and errors (the first failing
     item's), but one read of the problems named by id, one of the uids and one INSERT (attempts.AttemptBatch)."""
+    # Every inline problem's test code is checked before anything is written: a check waits on a jail, and on SQLite a
+    # flushed INSERT holds the database's write lock until the commit (one check per distinct problem body).
+    checked: set[str] = set()
+    for index, body in enumerate(bodies):
+        if body.problem is not None:
+            key = body.problem.model_dump_json(include={"tests", "entry_point"})
+            if key not in checked:
+                await testcheck.check_tests(body.problem.tests, body.problem.entry_point, [*loc, index, "problem"])
+                checked.add(key)
     batch = attempts.AttemptBatch(session, tenant, job_id)
     await batch.load_uids([body.attempt_uid for body in bodies if body.attempt_uid is not None])
     problems = await attempts.find_problems(session, tenant, [b.problem_id for b in bodies if b.problem_id])
@@ -82,7 +92,7 @@ async def put_attempts(
     for index, body in enumerate(bodies):
         item = [*loc, index]
         if body.problem is not None:
-            problem, _ = await put_problem(session, tenant, body.problem, [*item, "problem"])
+            problem, _ = await put_problem(session, tenant, body.problem, [*item, "problem"], checked=True)
             problems[problem.problem_id] = problem
         else:
             assert body.problem_id is not None

@@ -28,6 +28,7 @@ from services.kernel.contracts import (
 )
 from services.kernel.models import Job, Problem
 from services.kernel.plans import DirectExecutionPlan
+from services.kernel.ratelimit import VALIDATED_REFERENCES
 from services.kernel.registry import Task
 
 log = logging.getLogger(__name__)
@@ -39,12 +40,13 @@ _REFUSED = "invalid request: "
 
 
 def start(session: AsyncSession, problem: Problem) -> list[str]:
-    """Add one direct-execution job per reference of a problem just stored (committed with it); their ids are the
-    problem's `validation_jobs`. Nothing for a problem without a reference or without a test."""
+    """Add one direct-execution job per reference of a problem just stored, for its first VALIDATED_REFERENCES
+    (committed with it); their ids are the problem's `validation_jobs`. Nothing for a problem without a reference
+    or without a test."""
     if not problem.references or not problem.tests:
         return []
     ids = []
-    for reference in problem.references:
+    for reference in problem.references[:VALIDATED_REFERENCES]:
         plan = DirectExecutionPlan(
             language=reference["language"],
             source_code=reference["source_code"],
@@ -53,6 +55,7 @@ def start(session: AsyncSession, problem: Problem) -> list[str]:
             entry_point=problem.entry_point,
             checker=Checker.model_validate(problem.checker),
             limits=Limits.model_validate(problem.limits),
+            validation=True,
         )
         job = jobs.create_job(session, tenant=problem.tenant, kind=JobKind.EXECUTE_DIRECT, total=1, plan=plan)
         ids.append(job.job_id)

@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from gateway import quotas
 from gateway.deps import SessionDep, SubmitKey
 from gateway.errors import field_error
 from gateway.schemas.calibrations import CalibrationIn
@@ -28,8 +29,10 @@ async def create(body: CalibrationIn, principal: SubmitKey, session: SessionDep)
     if body.judge not in known:
         raise field_error(["body", "judge"], f"unknown judge {body.judge!r}; configured: {', '.join(known)}")
     plan = CalibrationPlan.model_validate(body.model_dump(mode="json"))
-    job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.CALIBRATE, total=1, plan=plan)
-    await session.commit()
+    async with quotas.admission(principal, "queued_reports"):
+        await quotas.check_queued_reports(session, principal)  # a calibration is built beside the reports
+        job = jobs.create_job(session, tenant=principal.tenant, kind=JobKind.CALIBRATE, total=1, plan=plan)
+        await session.commit()
     try:
         await queue.enqueue(Task.CALIBRATE_JUDGE, job.job_id, tenant=principal.tenant)
     except Exception:  # noqa: BLE001 - the reconciler enqueues it from the database

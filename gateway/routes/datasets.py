@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway.deps import SessionDep, SubmitKey
-from gateway.errors import ApiError
+from gateway.errors import ApiError, field_error
 from gateway.principal import Principal
 from gateway.routes.attempts import submit_batch
 from gateway.routes.problems import create as create_problem
@@ -33,6 +33,12 @@ from services.lib.datasets import RecordError, load
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
+# Formats whose loader reads the records' code (the humaneval loader parses the prompt to carry its helpers into
+# the tests, the mbpp loader parses code and asserts to find the entry point): the gateway never parses tenant code
+# outside nsjail, so these are imported client-side, by `tribunal import` (services/launcher/importer.py).
+CODE_READING_FORMATS = ("humaneval", "mbpp")
+# What an error message quotes of a line: enough to find it, never the line itself.
+MAX_MESSAGE_CHARS = 300
 # The most bad lines an answer lists (all are counted in `bad_lines`).
 MAX_LISTED_ERRORS = 1000
 # How long the import waits on the key's quotas (a 429's Retry-After, each time) before it names the line.
@@ -98,7 +104,8 @@ class _Import:
     def bad(self, line: int, field: str, message: str) -> None:
         self.counts["bad_lines"] += 1
         if len(self.errors) < MAX_LISTED_ERRORS:
-            self.errors.append({"line": line, "field": field, "message": message})
+            short = message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 3] + "..."
+            self.errors.append({"line": line, "field": field[:MAX_MESSAGE_CHARS], "message": short})
 
     async def _through_quotas(self, call: Any) -> Any:
         waited = 0.0
@@ -129,7 +136,8 @@ class _Import:
             await self.session.rollback()
             if (exc.status_code if isinstance(exc, ApiError) else exc.status) == 409:
                 self.counts["problems_existing"] += 1
-                self.notes.append(f"line {line}: problem {problem_id} is already there with other content: kept")
+                if len(self.notes) < MAX_LISTED_ERRORS:
+                    self.notes.append(f"line {line}: problem {problem_id} is already there with other content: kept")
             else:
                 self._refused(line, exc, 1)
             return
@@ -195,6 +203,9 @@ class _Import:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             self.bad(number, "json", exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8")
             return
+        except RecursionError:
+            self.bad(number, "json", "nested too deeply")
+            return
         try:
             bodies = load(format, record, number)
         except RecordError as exc:
@@ -216,6 +227,12 @@ async def import_dataset(
 ) -> dict[str, Any]:
     """Import a JSON Lines body of `format` records: every line's problems and attempts, through the same handlers
     as `POST /v1/problems` and `POST /v1/attempts:batch`; bad lines are listed by number and field."""
+    if format in CODE_READING_FORMATS:
+        raise field_error(
+            ["query", "format"],
+            f"the {format} loader reads the records' code, which the gateway never parses outside its sandbox: "
+            f"import the file with `tribunal import FILE --format {format}`",
+        )
     run = _Import(principal, session)
     number = 0
     async for data in _lines(request, get_settings().max_body_bytes):

@@ -84,7 +84,8 @@ async def judge_trust(
 ) -> dict[str, Any]:
     """The judge's trust cards over the tenant's stored judgments (metrics/reports/trust.py), one per use, under
     ``condition`` (default: the condition it has most ok judgments under); verdicts against the operator's
-    TRIBUNAL_TRUST_* thresholds and TRIBUNAL_MIN_ITEMS / TRIBUNAL_MIN_CLUSTERS. The trust gauges follow each answer."""
+    TRIBUNAL_TRUST_* thresholds and TRIBUNAL_MIN_ITEMS / TRIBUNAL_MIN_CLUSTERS. The trust gauges follow each answer
+    to the trust tenant (TRIBUNAL_TRUST_TENANT)."""
     settings = get_settings()
     rows = await load_rows(principal.tenant, {"judges": [name]})
     known = {j.name for j in _configured()}
@@ -105,7 +106,9 @@ async def judge_trust(
         min_items=settings.min_items,
         min_clusters=settings.min_clusters,
     )
-    for card in result["cards"]:
+    # The gauges are the operator's view: only the trust tenant's cards feed them (TRIBUNAL_TRUST_TENANT, as the
+    # judge-quality gauges), never another tenant's reads, whose data they would show to /metrics.
+    for card in result["cards"] if principal.tenant == settings.trust_tenant else []:
         for verdict in telemetry.TRUST_CARD_VERDICTS:
             telemetry.judge_trust.labels(name, chosen, card["use"], verdict).set(int(card["status"] == verdict))
         if card["figures"]:

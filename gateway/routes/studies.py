@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from gateway import paging
@@ -24,6 +25,7 @@ from gateway.errors import ApiError, field_error
 from gateway.routes.perturbations import create_perturbation
 from gateway.routes.reports import create_report
 from gateway.schemas import PerturbationsIn, ReportIn
+from gateway.schemas.perturbations import MAX_SEEDS_PER_JOB
 from gateway.schemas.studies import StageIn, StageName, StudyIn, StudyReportIn, StudySpec
 from gateway.submissions import not_found
 from services.kernel.contracts import Verdict
@@ -143,7 +145,12 @@ async def create(body: StudyIn, principal: SubmitKey, session: SessionDep, respo
             state={},
         )
         session.add(study)
-        await session.commit()
+        try:
+            await session.commit()
+        except IntegrityError:
+            # The same name posted at the same time: the other request stored it; answer as for a second post.
+            await session.rollback()
+            return await create(body, principal, session, response)
         return await _full_view(session, study)
     if existing.spec_hash != digest:
         raise ApiError(
@@ -224,6 +231,13 @@ async def perturb(study_id: str, principal: SubmitKey, session: SessionDep, resp
     seeds = await _reference_seeds(session, study)
     if not seeds:
         raise field_error(["path", "study_id"], "the study has no accepted reference attempt to perturb yet", 409)
+    if len(seeds) > MAX_SEEDS_PER_JOB:
+        raise field_error(
+            ["path", "study_id"],
+            f"the study has {len(seeds)} accepted references; a perturbation job takes at most {MAX_SEEDS_PER_JOB} "
+            "(give its dataset a `limit`)",
+            409,
+        )
     body = PerturbationsIn(
         attempt_ids=seeds,
         operators=spec.perturbations.operators,
@@ -250,6 +264,9 @@ async def report(
     spec = StudySpec.model_validate(study.spec)
     if body.index >= len(spec.report):
         raise field_error(["body", "index"], f"the study has {len(spec.report)} reports")
+    if not _scope(study):
+        # An empty problem filter is no filter: the report would cover the tenant's whole data, not the study's.
+        raise field_error(["path", "study_id"], "the study has no problems yet (its import stage records them)", 409)
     reports = dict(study.state.get("reports", {}))
     recorded = reports.get(str(body.index))
     if recorded:

@@ -19,6 +19,7 @@ from gateway.schemas.common import (
     within_limit,
 )
 from services.kernel.contracts import Checker, Language, Limits, Mode, TestCase
+from services.kernel.ratelimit import MAX_REFERENCES
 from services.kernel.settings import get_settings
 
 
@@ -42,7 +43,7 @@ class ProblemIn(RequestBody):
     tests: list[TestCase] = Field(default_factory=list)
     checker: Checker = Field(default_factory=Checker)
     limits: Limits = Field(default_factory=Limits)
-    references: list[ReferenceIn] = Field(default_factory=list)
+    references: list[ReferenceIn] = Field(default_factory=list, max_length=MAX_REFERENCES)
     input_spec: dict[str, Any] | None = None
 
     _entry = field_validator("entry_point")(python_identifier)

@@ -19,6 +19,8 @@ from services.kernel.contracts import Condition
 # The formats `tribunal import` reads (services/lib/datasets.FORMATS; checked equal by the study tests).
 DatasetFormat = Literal["tribunal", "humaneval", "human-eval-samples", "mbpp", "apps", "local", "axiom", "attempts"]
 
+# The most problems a study may hold: its scope is one IN list, under PostgreSQL's 32,767 bound parameters.
+MAX_STUDY_PROBLEMS = 30_000
 # The stages of a run, in order (docs/studies.md).
 STAGES = ("import", "references", "execute", "perturb", "judge", "report")
 StageName = Literal["import", "references", "execute", "perturb", "judge", "report"]
@@ -101,7 +103,9 @@ class StageIn(RequestBody):
     status: Literal["running", "done", "failed"]
     summary: dict[str, Any] = Field(default_factory=dict, description="counts and notes, at most 64 KiB")
     problem_ids: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
-        default=None, max_length=200_000, description="import: the problems the study's files made (its scope)"
+        default=None,
+        max_length=MAX_STUDY_PROBLEMS,
+        description="import: the problems the study's files made (its scope)",
     )
 
     @field_validator("summary")

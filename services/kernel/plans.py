@@ -67,6 +67,9 @@ class DirectExecutionPlan(Plan):
     entry_point: str | None = None
     checker: Checker = Field(default_factory=Checker)
     limits: Limits = Field(default_factory=Limits)
+    # A problem's reference run against its own tests (gateway/validation.py): hidden tests among them, so the job's
+    # result keeps each test's verdict and times only, never what the program printed (its expected output).
+    validation: bool = False
 
 
 class JudgePlan(JudgingPlan):

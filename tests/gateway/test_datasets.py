@@ -65,6 +65,20 @@ def test_bad_lines_are_named_the_good_ones_imported_and_a_second_post_creates_no
 def test_an_unknown_format_is_422_naming_it(tenant_client: httpx.Client) -> None:
     response = tenant_client.post("/v1/datasets", params={"format": "csv"}, content="{}\n", headers=NDJSON)
     assert response.status_code == 422 and response.json()["errors"][0]["loc"] == ["query", "format"]
+    # The loaders that parse the records' code run client-side only: the gateway never parses tenant code unjailed.
+    for format in ("humaneval", "mbpp"):
+        refused = tenant_client.post("/v1/datasets", params={"format": format}, content="{}\n", headers=NDJSON)
+        assert refused.status_code == 422 and refused.json()["errors"][0]["loc"] == ["query", "format"]
+        assert "tribunal import" in refused.json()["errors"][0]["msg"]
+
+
+def test_hostile_lines_are_bad_lines_not_server_errors(tenant_client: httpx.Client) -> None:
+    body = b"[" * 100_000 + b"\n" + json.dumps({"problem_id": "x" * 5000, "tests": []}).encode() + b"\n"
+    answer = tenant_client.post("/v1/datasets", params={"format": "tribunal"}, content=body, headers=NDJSON)
+    assert answer.status_code == 200, answer.text
+    errors = answer.json()["errors"]
+    assert errors[0] == {"line": 1, "field": "json", "message": "nested too deeply"}
+    assert errors[1]["line"] == 2 and len(errors[1]["message"]) <= 300
 
 
 def test_a_long_body_streams_and_a_line_too_long_is_skipped(tenant_client: httpx.Client) -> None:

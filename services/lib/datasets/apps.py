@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from services.kernel.ratelimit import MAX_REFERENCES
 from services.lib.datasets.records import Bodies, RecordError, identifier, text
 
 
@@ -83,5 +84,6 @@ def load(record: dict[str, Any], line: int) -> Bodies:
                 for index, (given, wanted) in enumerate(zip(inputs, outputs, strict=True))
             ],
         }
-    problem["references"] = [{"language": "python", "source_code": s} for s in solutions if s.strip()]
+    kept = [s for s in solutions if s.strip()][:MAX_REFERENCES]  # the API keeps at most that many
+    problem["references"] = [{"language": "python", "source_code": s} for s in kept]
     return Bodies(problems=[problem])
