@@ -50,7 +50,12 @@ def test_a_reference_that_passes_every_test_makes_the_problem_ready(tenant_clien
     assert validation["status"] == "ready" and validation["failing_tests"] == []
     (run,) = validation["references"]
     assert run["reference"] == 0 and run["verdict"] == "AC" and (run["passed"], run["total"]) == (2, 2)
-    assert tenant_client.get(f"/v1/jobs/{run['job_id']}").json()["status"] == "succeeded"
+    job = tenant_client.get(f"/v1/jobs/{run['job_id']}").json()
+    assert job["status"] == "succeeded"
+    # The run's result keeps each test's verdict, never what the reference printed: on a hidden test, its output
+    # is the expected value, and any key that reads the problem may read this job.
+    assert [test["status"] for test in job["result"]["tests"]] == ["AC", "AC"]
+    assert not {"stdout", "stderr", "message"} & {key for test in job["result"]["tests"] for key in test}
     # Sent again, the same problem: no second validation.
     again = tenant_client.post("/v1/problems", json=body)
     assert again.status_code == 200 and again.json()["validation"]["references"][0]["job_id"] == run["job_id"]
