@@ -22,6 +22,7 @@ does not have (no reference, no public test) makes the judgment not applicable (
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -99,6 +100,9 @@ def render_tests(tests: tuple[dict[str, Any], ...]) -> str:
     return "\n\n".join(blocks)
 
 
+_BACKTICKS = re.compile(r"`+")
+
+
 def condition_context(
     condition: str, *, attempt_id: str, problem_id: str, source_code: str, log: list[LogEntry]
 ) -> tuple[str, str | None]:
@@ -125,8 +129,13 @@ def condition_context(
 
 def user_message(judge_input: JudgeInput, inputs: frozenset[str] = frozenset({"statement", "code", "context"})) -> str:
     """The canonical serialisation of x_a^(cond) (IV-A4): the same text for every judge whose rubric sees the same
-    inputs; a section the rubric does not see is left out."""
-    fence = "```"
+    inputs; a section the rubric does not see is left out. The code fences are longer than any run of backticks in
+    the code they hold (CommonMark closes a fence only with one at least as long), so a program cannot close its
+    own fence and write a section of the prompt, a forged reference solution say."""
+    runs = [
+        len(run) for text in (judge_input.source_code, judge_input.reference or "") for run in _BACKTICKS.findall(text)
+    ]
+    fence = "`" * max(3, max(runs, default=0) + 1)
     sections = [f"problem_id: {judge_input.problem_id}\nlanguage: {judge_input.language}\n"]
     if "statement" in inputs:
         sections.append(f"## Problem statement\n{judge_input.statement}\n")
