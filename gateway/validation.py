@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from services.kernel import jobs, queue
 from services.kernel.contracts import (
     LIVE_JOB_STATUSES,
+    VALIDATED_REFERENCES,
     Checker,
     JobKind,
     JobStatus,
@@ -28,7 +29,6 @@ from services.kernel.contracts import (
 )
 from services.kernel.models import Job, Problem
 from services.kernel.plans import DirectExecutionPlan
-from services.kernel.ratelimit import VALIDATED_REFERENCES
 from services.kernel.registry import Task
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,7 @@ from gateway.schemas.common import (
     schema_present,
     within_limit,
 )
-from services.kernel.contracts import Checker, Language, Limits, Mode, TestCase
-from services.kernel.ratelimit import MAX_REFERENCES
+from services.kernel.contracts import MAX_REFERENCES, Checker, Language, Limits, Mode, TestCase
 from services.kernel.settings import get_settings
 
 

@@ -13,6 +13,11 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+# A problem keeps at most this many reference solutions (an APPS record's first ones), and the first
+# VALIDATED_REFERENCES of them run against its tests when it is created (gateway/validation.py): one job each.
+MAX_REFERENCES = 64
+VALIDATED_REFERENCES = 3
+
 
 class Language(StrEnum):
     """The languages a deployment can run (api.md). The executor owns how each one compiles and runs."""

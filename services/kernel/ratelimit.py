@@ -52,10 +52,6 @@ MAX_QUOTA = 10**9
 # A perturbation seed yields at most this many mutants, even with all_sites (the first in the generator's order are
 # kept): the perturb worker cuts there, and the gateway counts that many when it bounds a request's judgments.
 MAX_MUTANTS_PER_SEED = 200
-# A problem keeps at most this many reference solutions (an APPS record's first ones), and the first
-# VALIDATED_REFERENCES of them run against its tests when it is created (gateway/validation.py): one job each.
-MAX_REFERENCES = 64
-VALIDATED_REFERENCES = 3
 
 _PREFIX = "tribunal:quota"
 

@@ -201,11 +201,12 @@ async def test_listing_costs_the_same_statements_for_any_page_size(db: Db) -> No
     assert all(item["judgments"] for item in page500["items"])
     counts = (len(five), len(fifty), len(all_of_them), len(single), len(by_problem))
     print(f"\n{db.engine.dialect.name}: statements for a page of 5, 50, 60, one attempt, by problem: {counts}")
-    # The key, the page, its problems, executions, judgments and the panel populations (one query).
-    assert len(five) == len(fifty) == len(all_of_them) == 6, "\n".join(fifty)
+    # The key, the page, its problems, executions, judgments, the panel populations (one query) and the served
+    # calibrations (one per tenant on the page: gateway/calibrated.py).
+    assert len(five) == len(fifty) == len(all_of_them) == 7, "\n".join(fifty)
     assert len(by_problem) == len(five) + 1  # the problem_id filter looks the problem up first
     # The single read, which clients poll, reads the attempt with its problem's id and its execution in one
-    # statement: the key, that one, the judgments and the panel populations.
+    # statement: the key, that one, the judgments, the panel populations and the served calibrations.
     assert len(single) == len(five) - 2, "\n".join(single)
     # The batch path and the single read agree item by item.
     assert one == page500["items"][0]

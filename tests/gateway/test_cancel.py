@@ -393,11 +393,12 @@ def test_a_cancelled_similarity_job_stops_its_running_pair_and_runs_no_other(
     assert _frozen(client, job_id)["progress"] == {"done": 0, "total": 3}
     pair_tasks = [(Task.SCORE_PAIR, f"{o}@{job_id}") for o in range(3)]
     assert _eventually(lambda: _none_queued(queues, pair_tasks)) == []
-    # The running pair has arq's result; the two behind it left the queue in bulk, or, when a worker slot took one
-    # in the instant before the cancel reached the queue, it ran nothing: every pair above is cancelled without a
-    # score, and no jail outlived the cancel. (Asserting [1, 0, 0] raced with that slot: CI saw [1, 0, 1].)
+    # The running pair has arq's result; the two behind it left the queue in bulk, or, when worker slots took them
+    # in the instant before the cancel reached the queue, they ran nothing: every pair above is cancelled without
+    # a score, and no jail outlived the cancel. (Asserting how many of them a slot took raced with the slots: CI
+    # saw [1, 0, 1] and, with more slots, [1, 1, 1].)
     results = [queues.exists(f"arq:result:{task_key(t, s)}") for t, s in pair_tasks]
-    assert results[0] == 1 and sum(results[1:]) <= 1, results
+    assert results[0] == 1, results
     # The pair behind them ran nothing: its budget was spent, so it failed on this try, and is not tried again.
     after = wait_job(client, spent, timeout_s=60)
     assert after["status"] == "failed" and "budget" in after["error"], after

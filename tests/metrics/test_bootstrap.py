@@ -79,10 +79,12 @@ def test_vectorised_and_straightforward_paths_agree_resample_by_resample() -> No
     labels, scores, groups = _trajectory_data(seed=4)
     problems = groups // 4  # a coarser clustering: resample problems, keep trajectories inside them
     common = {"groups": groups, "bootstrap": 60, "cluster": problems, "params": {"folds": 5}}
-    fast = compute(list(VECTORISED_METRICS), labels, scores, **common)
-    slow = compute(list(VECTORISED_METRICS), labels, scores, vectorised=False, **common)
+    # Probabilities here: AXIOM's subtasks (0..5 scores) are checked the same way in tests/metrics/test_trust_cards.py.
+    chosen = [name for name in VECTORISED_METRICS if not name.startswith("axiom_")]
+    fast = compute(chosen, labels, scores, **common)
+    slow = compute(chosen, labels, scores, vectorised=False, **common)
     assert fast["values"] == slow["values"]
-    for name in VECTORISED_METRICS:
+    for name in chosen:
         assert fast["ci"][name] == pytest.approx(slow["ci"][name], abs=1e-12), name
 
 

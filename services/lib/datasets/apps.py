@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.kernel.ratelimit import MAX_REFERENCES
+from services.kernel.contracts import MAX_REFERENCES
 from services.lib.datasets.records import Bodies, RecordError, identifier, text
 
 

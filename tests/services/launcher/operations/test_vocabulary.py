@@ -49,6 +49,7 @@ BOUNDED_LABELS = {
     "direction",
     "estimate",
     "trust",
+    "use",  # a trust card's use: one of five (metrics/reports/trust.py USES)
     "arm",
     "limit",
     "source",
