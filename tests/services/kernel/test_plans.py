@@ -77,7 +77,7 @@ OLD_ROWS: dict[str, tuple[JobKind, dict[str, Any], dict[str, Any]]] = {
             "checker": _CHECKER,
             "limits": _LIMITS,
         },
-        {},
+        {"validation": False},  # not a problem's validation run (gateway/validation.py)
     ),
     "direct on tests": (
         JobKind.EXECUTE_DIRECT,
@@ -91,7 +91,7 @@ OLD_ROWS: dict[str, tuple[JobKind, dict[str, Any], dict[str, Any]]] = {
             "checker": {"kind": "float", "abs_tol": 0.01, "rel_tol": 0.0},
             "limits": {**_LIMITS, "memory_mb": 512},
         },
-        {},
+        {"validation": False},
     ),
     "rejudge": (
         JobKind.JUDGE,
@@ -269,7 +269,8 @@ def test_the_routes_build_what_the_dict_built_routes_stored() -> None:
     ):
         execution = ExecutionIn.model_validate(request)
         old = execution.model_dump(mode="json", exclude={"wait"})  # what gateway/routes/executions.py stored
-        assert stored(DirectExecutionPlan.model_validate(execution.model_dump(exclude={"wait"}))) == old
+        plan = DirectExecutionPlan.model_validate(execution.model_dump(exclude={"wait"}))
+        assert stored(plan) == {**old, "validation": False}  # an execution, not a problem's validation run
 
 
 def test_the_plans_vocabulary_is_the_libraries() -> None:
